@@ -1,0 +1,1 @@
+"""Pure decoding of TileDB on-disk structures from bytes: no I/O, no caching, no FUSE."""

@@ -1,0 +1,133 @@
+"""A bounded little-endian reader over bytes that raises FormatError with file and offset."""
+
+from __future__ import annotations
+
+import struct
+
+from .errors import FormatError
+
+_U8 = struct.Struct("<B")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_U64 = struct.Struct("<Q")
+_I64 = struct.Struct("<q")
+_F32 = struct.Struct("<f")
+_F64 = struct.Struct("<d")
+
+
+class Cursor:
+    """Reads fields in order from `data`, checking every length before use.
+
+    `file` and `structure` name what is being decoded for error messages;
+    `base` is added to positions so that errors report offsets in the file
+    even when `data` is a slice of it; `within` names a decoded payload when
+    positions are not file offsets (for example a generic tile's payload).
+    """
+
+    __slots__ = ("data", "pos", "file", "structure", "base", "within")
+
+    def __init__(self, data, file: str, structure: str, base: int = 0, within: str = "", pos: int = 0):
+        self.data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        self.pos = pos
+        self.file = file
+        self.structure = structure
+        self.base = base
+        self.within = within
+
+    # -- errors -----------------------------------------------------------
+    def error(self, message: str, offset: int | None = None, structure: str | None = None) -> FormatError:
+        at = self.pos if offset is None else offset
+        return FormatError(self.file, structure or self.structure, self.base + at, message, self.within)
+
+    @property
+    def offset(self) -> int:
+        """Position reported to users: file offset (or payload offset with `within`)."""
+        return self.base + self.pos
+
+    @property
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.data)
+
+    def need(self, n: int, what: str) -> None:
+        if n < 0 or self.pos + n > len(self.data):
+            raise self.error(f"{what} needs {n} bytes but only {self.remaining} remain")
+
+    # -- fields -------------------------------------------------------------
+    def _unpack(self, st: struct.Struct, what: str):
+        self.need(st.size, what)
+        (value,) = st.unpack_from(self.data, self.pos)
+        self.pos += st.size
+        return value
+
+    def u8(self, what: str = "u8") -> int:
+        return self._unpack(_U8, what)
+
+    def u16(self, what: str = "u16") -> int:
+        return self._unpack(_U16, what)
+
+    def u32(self, what: str = "u32") -> int:
+        return self._unpack(_U32, what)
+
+    def i32(self, what: str = "i32") -> int:
+        return self._unpack(_I32, what)
+
+    def u64(self, what: str = "u64") -> int:
+        return self._unpack(_U64, what)
+
+    def i64(self, what: str = "i64") -> int:
+        return self._unpack(_I64, what)
+
+    def f32(self, what: str = "f32") -> float:
+        return self._unpack(_F32, what)
+
+    def f64(self, what: str = "f64") -> float:
+        return self._unpack(_F64, what)
+
+    def bool(self, what: str = "bool") -> bool:
+        return self.u8(what) != 0
+
+    def bytes(self, n: int, what: str = "bytes") -> bytes:
+        self.need(n, what)
+        out = bytes(self.data[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def string(self, n: int, what: str = "string") -> str:
+        raw = self.bytes(n, what)
+        return raw.decode("utf-8", errors="backslashreplace")
+
+    def skip(self, n: int, what: str = "bytes") -> None:
+        self.need(n, what)
+        self.pos += n
+
+    def count(self, n: int, item_size: int, what: str) -> int:
+        """Check that `n` items of `item_size` bytes fit in what remains before allocating."""
+        if item_size and n > self.remaining // item_size:
+            raise self.error(f"{what}: count {n} of {item_size}-byte items exceeds the {self.remaining} bytes that remain")
+        return n
+
+    def array(self, n: int, dtype, what: str):
+        """`n` values of numpy `dtype` (little-endian string such as '<u8') as a read-only array."""
+        import numpy as np
+        dt = np.dtype(dtype)
+        self.count(n, dt.itemsize, what)
+        self.need(n * dt.itemsize, what)
+        out = np.frombuffer(self.data, dt, count=n, offset=self.pos)
+        self.pos += n * dt.itemsize
+        return out
+
+    def u64_array(self, n: int, what: str):
+        """`n` little-endian u64 values as a numpy array (length checked before use)."""
+        return self.array(n, "<u8", what)
+
+    def sub(self, n: int, structure: str) -> "Cursor":
+        """A cursor over the next `n` bytes, reporting offsets in the same space."""
+        self.need(n, structure)
+        start = self.pos
+        self.pos += n
+        view = memoryview(self.data)[start:start + n] if not isinstance(self.data, bytes) else self.data[start:start + n]
+        return Cursor(view, self.file, structure, self.base + start, self.within)

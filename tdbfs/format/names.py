@@ -1,0 +1,164 @@
+"""Timestamped names (FORMAT.md §6.1) of fragments, schemas, metadata and commit files.
+
+| form                              | name_version | format version             |
+|-----------------------------------|--------------|----------------------------|
+| `__<uuid32>_<ms>`                 | 1            | not in the name (≤ 2)      |
+| `__<t1>_<t2>_<uuid32>`            | 2            | not in the name (3-4); also schema and `__meta` files |
+| `__<t1>_<t2>_<label32>_<v>`       | 3            | `<v>`                      |
+
+Known extensions (`.wrt .ok .del .upd .vac .con .ign .meta .tmp`) are stripped
+first. Timestamps are milliseconds since the epoch; `t1 > t2` is rejected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .errors import FormatError
+
+EXTENSIONS = (".wrt", ".ok", ".del", ".upd", ".vac", ".con", ".ign", ".meta", ".tmp")
+U64_MAX = (1 << 64) - 1
+
+_HEX32 = re.compile(r"[0-9a-fA-F]{32}\Z")
+_DIGITS = re.compile(r"[0-9]+\Z")
+
+
+@dataclass(frozen=True)
+class FragmentName:
+    name: str                  # the name as given (last path component, extension included)
+    stem: str                  # without the extension
+    extension: str             # "" or one of EXTENSIONS
+    t1: int                    # ms since the epoch
+    t2: int
+    uuid: str                  # uuid32 / label32 as written
+    format_version: int | None  # the `_<v>` suffix, None when the name has none
+    name_version: int          # 1, 2 or 3 (see module doc)
+    t1_iso: str | None         # ISO 8601 UTC, None when out of datetime's range
+    t2_iso: str | None
+
+    @property
+    def timestamp_range(self) -> tuple[int, int]:
+        return (self.t1, self.t2)
+
+    @property
+    def assumed_format_version(self) -> int:
+        """The format version TileDB assumes for this name (FragmentID): 2, 4 or the suffix."""
+        if self.format_version is not None:
+            return self.format_version
+        return 2 if self.name_version == 1 else 4
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.t1, self.t2, self.stem)
+
+
+# Names of schema, metadata and commit files decode to the same record.
+TimestampedName = FragmentName
+
+
+def iso8601_ms(ms: int) -> str | None:
+    """Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`, None if out of range."""
+    try:
+        dt = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+
+
+def split_extension(name: str) -> tuple[str, str]:
+    for ext in EXTENSIONS:
+        if name.endswith(ext) and len(name) > len(ext):
+            return name[:-len(ext)], ext
+    return name, ""
+
+
+def _last_component(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _parse(name: str, structure: str) -> FragmentName:
+    base = _last_component(name)
+    stem, ext = split_extension(base)
+
+    def fail(pos: int, message: str) -> FormatError:
+        return FormatError(base, structure, pos, message)
+
+    if not stem.startswith("__"):
+        raise fail(0, "a timestamped name starts with '__'")
+    parts = stem[2:].split("_")
+    # character offset of each part within `base`
+    starts, pos = [], 2
+    for p in parts:
+        starts.append(pos)
+        pos += len(p) + 1
+
+    def number(i: int, what: str) -> int:
+        text = parts[i]
+        if not _DIGITS.match(text):
+            raise fail(starts[i], f"{what} {text!r} is not a decimal number")
+        value = int(text)
+        if value > U64_MAX:
+            raise fail(starts[i], f"{what} {value} does not fit in 64 bits")
+        return value
+
+    def label(i: int) -> str:
+        text = parts[i]
+        if not _HEX32.match(text):
+            raise fail(starts[i], f"uuid/label {text!r} is not 32 hexadecimal digits")
+        return text
+
+    if len(parts) == 2:
+        uuid = label(0)
+        t1 = t2 = number(1, "timestamp")
+        fmt, name_version = None, 1
+    elif len(parts) == 3:
+        t1, t2 = number(0, "start timestamp"), number(1, "end timestamp")
+        uuid = label(2)
+        fmt, name_version = None, 2
+    elif len(parts) == 4:
+        t1, t2 = number(0, "start timestamp"), number(1, "end timestamp")
+        uuid = label(2)
+        fmt = number(3, "format version")
+        if fmt > 0xFFFFFFFF:
+            raise fail(starts[3], f"format version {fmt} does not fit in 32 bits")
+        name_version = 3
+    else:
+        raise fail(0, f"{len(parts)} '_'-separated parts after '__' (expected 2, 3 or 4)")
+    if t1 > t2:
+        raise fail(starts[0], f"start timestamp {t1} is after end timestamp {t2}")
+    return FragmentName(base, stem, ext, t1, t2, uuid, fmt, name_version, iso8601_ms(t1), iso8601_ms(t2))
+
+
+def parse_fragment_name(name: str) -> FragmentName:
+    """Parse a fragment folder name (or a marker named after one: `.ok`, `.wrt`, ...).
+
+    Raises FormatError (file = the name, offset = character position) when the
+    name does not follow the grammar.
+    """
+    return _parse(name, "fragment name")
+
+
+def parse_timestamped_name(name: str) -> FragmentName:
+    """Parse the name of a schema, metadata, commit, vacuum or consolidated-metadata file.
+
+    Known extensions are stripped first. Raises FormatError like parse_fragment_name.
+    """
+    return _parse(name, "timestamped name")
+
+
+def try_parse_name(name: str) -> FragmentName | None:
+    """Like parse_timestamped_name, but None for names that do not parse (for directory listings)."""
+    try:
+        return _parse(name, "timestamped name")
+    except FormatError:
+        return None
+
+
+def fragment_name_to_dict(n: FragmentName) -> dict:
+    out = {"name": n.name, "t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso,
+           "uuid": n.uuid, "format_version": n.format_version, "name_version": n.name_version}
+    if n.extension:
+        out["extension"] = n.extension
+    return out

@@ -1,0 +1,126 @@
+"""Filtered tiles (FORMAT.md §2.2-§2.3): chunk headers, and reversing a pipeline per chunk.
+
+A tile is `u64 nchunks` then per chunk `u32 unfiltered_len, u32 filtered_data_len,
+u32 metadata_len, metadata, data`. Each chunk is unfiltered on its own by running
+the pipeline's filters from last to first over (metadata, data).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .cursor import Cursor
+from .datatypes import Datatype, DATATYPES
+from .errors import FormatError
+from .filters import FilterPipeline
+from . import filter_reversal
+
+CHUNK_HEADER_SIZE = 12
+
+
+@dataclass(frozen=True)
+class ChunkHeader:
+    index: int
+    offset: int               # file offset of the chunk's 12-byte header
+    unfiltered_size: int
+    filtered_size: int
+    metadata_size: int
+
+    @property
+    def metadata_offset(self) -> int:
+        return self.offset + CHUNK_HEADER_SIZE
+
+    @property
+    def data_offset(self) -> int:
+        return self.metadata_offset + self.metadata_size
+
+    @property
+    def end(self) -> int:
+        return self.data_offset + self.filtered_size
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """What reversing one chunk found: its header, and per filter stage what that stage recorded."""
+
+    header: ChunkHeader
+    stages: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class DecodedTile:
+    data: bytes
+    chunks: tuple[ChunkRecord, ...]
+    checksum_failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FilterContext:
+    """What the filters need to know about the stream they reverse."""
+
+    datatype: Datatype        # type of the stream entering the first filter
+    cell_size: int            # the tile's cell size (classic RLE needs it)
+    version: int              # format version of the fragment or generic tile
+    var_strings: bool = False  # var data of an ASCII/UTF-8 field whose RLE/DICTIONARY embeds the offsets
+
+
+UINT8 = DATATYPES[6]
+UINT64 = DATATYPES[10]
+CHAR = DATATYPES[4]
+
+
+def parse_chunk_headers(data, file: str, offset: int, structure: str = "tile", base: int = 0) -> list[ChunkHeader]:
+    """Chunk headers of the tile starting at `offset` in `data`; lengths checked against `data`.
+
+    `data` holds the file's bytes from file offset `base` on; header offsets are
+    file offsets. This reads only headers, so unfiltered sizes are known without decoding.
+    """
+    cur = Cursor(data, file, structure, base=base, pos=offset - base)
+    nchunks = cur.u64("tile chunk count")
+    cur.count(nchunks, CHUNK_HEADER_SIZE, "tile chunks")
+    headers = []
+    for i in range(nchunks):
+        at = cur.offset
+        unfiltered = cur.u32(f"chunk {i} unfiltered length")
+        filtered = cur.u32(f"chunk {i} filtered data length")
+        md_len = cur.u32(f"chunk {i} metadata length")
+        cur.need(md_len + filtered, f"chunk {i} metadata and data ({md_len} + {filtered} bytes)")
+        cur.pos += md_len + filtered
+        headers.append(ChunkHeader(i, at, unfiltered, filtered, md_len))
+    return headers
+
+
+def tile_end(headers: list[ChunkHeader], offset: int) -> int:
+    return headers[-1].end if headers else offset + 8
+
+
+def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: FilterContext,
+                  structure: str = "tile", expected_size: int | None = None,
+                  headers: list[ChunkHeader] | None = None, base: int = 0) -> DecodedTile:
+    """Reverse `pipeline` on every chunk of the tile at `offset`; the unfiltered bytes and a record.
+
+    `expected_size`, when known from fragment metadata, bounds all output so
+    that a corrupt length cannot make us allocate or decompress more than that.
+    """
+    if headers is None:
+        headers = parse_chunk_headers(data, file, offset, structure, base)
+    total = sum(h.unfiltered_size for h in headers)
+    if expected_size is not None and total != expected_size:
+        raise FormatError(file, structure, offset,
+                          f"chunks hold {total} unfiltered bytes but the fragment metadata expects {expected_size}")
+    view = memoryview(data)
+    outputs = []
+    records = []
+    failures = []
+    for h in headers:
+        md = view[h.metadata_offset - base:h.data_offset - base]
+        chunk = view[h.data_offset - base:h.end - base]
+        out, stages, bad = filter_reversal.reverse_chunk(md, chunk, h, pipeline, ctx, file, structure)
+        if len(out) != h.unfiltered_size:
+            raise FormatError(file, structure, h.offset,
+                              f"chunk {h.index} unfiltered to {len(out)} bytes, its header says {h.unfiltered_size}")
+        outputs.append(out)
+        records.append(ChunkRecord(h, tuple(stages)))
+        failures.extend(bad)
+    result = outputs[0] if len(outputs) == 1 else b"".join(outputs)
+    return DecodedTile(bytes(result), tuple(records), tuple(failures))

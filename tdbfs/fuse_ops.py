@@ -1,0 +1,610 @@
+"""The FUSE front end: a thin adapter from mfusepy callbacks to the view tree.
+
+Everything the kernel asks for is answered from the nodes of `tdbfs.views.nodes`:
+
+* ``getattr``  -> mode (write bits cleared), exact ``st_size`` from ``node.size()``,
+  ``st_mtime`` from ``node.mtime()``, the mounting user's uid/gid;
+* ``readdir``  -> names with their ``st_mode`` (so ``find``/``ls`` need no per-entry lookup);
+* ``open``/``read``/``release`` -> a handle table: a path is resolved once per open;
+* every write-type operation -> ``EROFS``.
+
+Errors never reach libfuse as Python exceptions: a missing path is ``ENOENT``, a
+view that cannot be built (`ViewError`) is ``EIO`` with its reason logged, and any
+other exception is ``EIO`` with the traceback logged; the daemon keeps running.
+
+The libfuse flavour is chosen here, before mfusepy is imported: libfuse3 when it
+can be found (256 KiB reads instead of 128 KiB, see PERF_NOTES), else libfuse2.
+``TDBFS_LIBFUSE=2`` (or ``3``) forces one; an explicit ``FUSE_LIBRARY_PATH`` wins.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import functools
+import itertools
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
+
+from .views.nodes import BytesFile, DirNode, FileNode, Node, SymlinkNode, ViewError
+
+log = logging.getLogger("tdbfs.fuse")
+
+# --------------------------------------------------------------------------- libfuse
+
+_LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+             "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib", "/lib", "/usr/local/lib")
+_LIB_SONAMES = {3: ("fuse3", "libfuse3.so.3"), 2: ("fuse", "libfuse.so.2")}
+FUSERMOUNT = {3: "fusermount3", 2: "fusermount"}
+INSTALL_HINT = {3: "apt-get install fuse3", 2: "apt-get install libfuse2 fuse"}
+
+
+def find_libfuse(major: int) -> Optional[str]:
+    """A loadable libfuse of the given major version (2 or 3), or None."""
+    short, soname = _LIB_SONAMES[major]
+    candidates = []
+    found = ctypes.util.find_library(short)
+    if found and (major == 3 or ".so.2" in found or found.endswith("libfuse.so")):
+        candidates.append(found)
+    candidates += [os.path.join(d, soname) for d in _LIB_DIRS]
+    for cand in candidates:
+        if os.path.isabs(cand) and not os.path.exists(cand):
+            continue
+        try:
+            ctypes.CDLL(cand)
+        except OSError:
+            continue
+        return cand
+    return None
+
+
+def choose_libfuse() -> tuple[Optional[int], Optional[str]]:
+    """(major, path) of the libfuse tdbfs will use; (None, None) when there is none.
+
+    ``FUSE_LIBRARY_PATH`` (mfusepy's own variable) wins; else ``TDBFS_LIBFUSE=2|3``;
+    else libfuse3, then libfuse2.
+    """
+    explicit = os.environ.get("FUSE_LIBRARY_PATH")
+    if explicit:
+        return (3 if "fuse3" in os.path.basename(explicit) else 2), explicit
+    wanted = os.environ.get("TDBFS_LIBFUSE", "").strip()
+    order = [int(wanted)] if wanted in ("2", "3") else [3, 2]
+    for major in order:
+        path = find_libfuse(major)
+        if path:
+            return major, path
+    return None, None
+
+
+def fuse_problem() -> Optional[str]:
+    """Why a mount cannot work here (one line, with how to fix it), or None if it can."""
+    major, path = choose_libfuse()
+    if path is None:
+        return ("libfuse is not installed (install it: apt-get install fuse3, "
+                "or apt-get install libfuse2)")
+    if mfusepy is None:
+        return f"cannot load libfuse from {path}: {_MFUSEPY_ERROR}"
+    if not os.path.exists("/dev/fuse"):
+        return ("/dev/fuse is missing (load the kernel module: modprobe fuse; "
+                "in a container run it with --device /dev/fuse --cap-add SYS_ADMIN)")
+    if os.geteuid() != 0:
+        tool = FUSERMOUNT[major or 3]
+        if not any(_which(t) for t in (tool, "fusermount3", "fusermount")):
+            return f"{tool} is not installed (install it: {INSTALL_HINT[major or 3]})"
+    return None
+
+
+def _which(name: str) -> Optional[str]:
+    for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) + ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]:
+        p = os.path.join(d, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def _import_mfusepy():
+    """Import mfusepy on the libfuse chosen by `choose_libfuse`, leaving os.environ as it was."""
+    _major, path = choose_libfuse()
+    saved = os.environ.get("FUSE_LIBRARY_PATH")
+    if path and not saved:
+        os.environ["FUSE_LIBRARY_PATH"] = path
+    try:
+        import mfusepy as module
+        return module, None
+    except Exception as exc:  # no libfuse at all, or an unsupported one
+        return None, exc
+    finally:
+        if saved is None:
+            os.environ.pop("FUSE_LIBRARY_PATH", None)
+
+
+mfusepy, _MFUSEPY_ERROR = _import_mfusepy()
+
+if mfusepy is not None:
+    _OperationsBase = mfusepy.Operations
+    FuseOSError = mfusepy.FuseOSError
+else:  # the adapter still works (for unit tests); mounting reports fuse_problem()
+    _OperationsBase = object
+
+    class FuseOSError(OSError):  # type: ignore[no-redef]
+        def __init__(self, err):
+            super().__init__(err, os.strerror(err))
+
+
+def libfuse_version() -> Optional[tuple[int, int]]:
+    """(major, minor) of the libfuse mfusepy loaded, or None."""
+    if mfusepy is None:
+        return None
+    return mfusepy.fuse_version_major, mfusepy.fuse_version_minor
+
+
+# --------------------------------------------------------------------------- options
+
+#: options that cannot work with tdbfs: rw (it is read-only), large_read (kernel
+#: 6.x rejects it and the mount fails, see PERF_NOTES).
+FORBIDDEN_OPTIONS = {
+    "rw": "tdbfs is read-only",
+    "large_read": "the kernel rejects it and the mount fails",
+}
+
+
+@dataclass
+class FuseOptions:
+    """Every FUSE mount option tdbfs uses, in one place.
+
+    Defaults, and why (measurements in PERF_NOTES.md):
+
+    * ``ro`` always: the kernel itself answers EROFS to every write.
+    * ``default_permissions``: the kernel checks the (read-only) modes, no access() calls.
+    * ``nothreads`` (``threads=False``): a single-threaded loop was 1.3-1.9x faster for a
+      sequential reader on 2 vCPUs, and keeps the store single-threaded.
+    * ``attr_timeout = entry_timeout = 1 s``: folders such as ``fragments/`` and
+      ``commits/`` change while mounted, and libfuse's high-level API only has one
+      timeout for all nodes; 1 s keeps warm tree walks cached yet shows changes quickly.
+      ``negative_timeout = 0``: a fragment that appears is found at once.
+    * no global ``kernel_cache``: ``open`` sets ``keep_cache`` for immutable files only
+      (decoded tiles, raw fragment files), so their page cache survives re-opens
+      (8-10 GB/s re-reads) while summaries such as ``array.yaml`` are re-read.
+    * never ``direct_io`` (sizes from stat are honoured, mmap works) nor ``large_read``.
+    """
+
+    foreground: bool = True
+    threads: bool = False
+    debug: bool = False
+    fsname: str = "tdbfs"
+    subtype: str = "tdbfs"
+    attr_timeout: float = 1.0
+    entry_timeout: float = 1.0
+    negative_timeout: float = 0.0
+    max_read: Optional[int] = None
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, option_strings, **kwargs) -> "FuseOptions":
+        """Options from ``-o a,b=c`` strings; ValueError for an option tdbfs cannot honour.
+
+        ``threads`` selects the multi-threaded loop; ``ro``, ``fsname``, ``subtype``, the
+        timeouts and ``max_read`` map to their fields; anything else goes to libfuse as is.
+        """
+        opts = cls(**kwargs)
+        for text in option_strings or ():
+            for item in text.split(","):
+                item = item.strip()
+                if not item:
+                    continue
+                key, eq, value = item.partition("=")
+                key = key.strip()
+                if key in FORBIDDEN_OPTIONS:
+                    raise ValueError(f"mount option '{key}' is not supported: {FORBIDDEN_OPTIONS[key]}")
+                if key in ("ro", "nothreads"):
+                    continue
+                if key == "threads":
+                    opts.threads = True
+                elif key == "debug":
+                    opts.debug = True
+                elif key in ("fsname", "subtype"):
+                    if not value or "," in value:
+                        raise ValueError(f"mount option '{key}' needs a value")
+                    setattr(opts, key, value)
+                elif key in ("attr_timeout", "entry_timeout", "negative_timeout"):
+                    try:
+                        number = float(value)
+                    except ValueError:
+                        raise ValueError(f"mount option '{key}' needs a number of seconds, not '{value}'") from None
+                    if number < 0:
+                        raise ValueError(f"mount option '{key}' must not be negative")
+                    setattr(opts, key, number)
+                elif key == "max_read":
+                    try:
+                        opts.max_read = int(value)
+                    except ValueError:
+                        raise ValueError(f"mount option 'max_read' needs a number of bytes, not '{value}'") from None
+                else:
+                    opts.extra[key] = value if eq else True
+        return opts
+
+    def fuse_kwargs(self) -> dict:
+        """Keyword arguments for ``mfusepy.FUSE``."""
+        kw = {
+            "foreground": self.foreground,
+            "nothreads": not self.threads,
+            "debug": self.debug,
+            "ro": True,
+            "default_permissions": True,
+            "fsname": self.fsname,
+            "subtype": self.subtype,
+            "attr_timeout": _num(self.attr_timeout),
+            "entry_timeout": _num(self.entry_timeout),
+            "negative_timeout": _num(self.negative_timeout),
+        }
+        if self.max_read:
+            kw["max_read"] = int(self.max_read)
+        kw.update(self.extra)
+        return kw
+
+    def lookup_ttl(self) -> float:
+        """How long the adapter may reuse a folder listing for lookups (never longer than the kernel)."""
+        return min(self.entry_timeout, self.attr_timeout)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+# --------------------------------------------------------------------------- adapter
+
+_DIR_MODE = stat.S_IFDIR | 0o555
+_WRITE_BITS = 0o222
+_BLKSIZE = 128 * 1024
+
+
+def _guard(func):
+    """Turn whatever a callback raises into an errno, log it, and never let it escape."""
+    op = func.__name__
+
+    @functools.wraps(func)
+    def wrapper(self, path, *args):
+        try:
+            return func(self, path, *args)
+        except FuseOSError:
+            raise
+        except ViewError as exc:
+            self._log_once(logging.WARNING, "%s %s: I/O error: %s", op, path, exc)
+            raise FuseOSError(errno.EIO) from None
+        except Exception as exc:  # a bug in a view: EIO, traceback in the log, keep serving
+            self._log_once(logging.ERROR, "%s %s: internal error: %s: %s", op, path, type(exc).__name__, exc,
+                           exc_info=True)
+            raise FuseOSError(errno.EIO) from None
+
+    return wrapper
+
+
+def _read_only(func):
+    """A write-type callback: always EROFS (the kernel already refuses them on a ro mount)."""
+
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        raise FuseOSError(errno.EROFS)
+
+    return wrapper
+
+
+class _Handle:
+    """An open file: its node, and for in-memory files the bytes as of the stat the kernel saw."""
+
+    __slots__ = ("node", "data")
+
+    def __init__(self, node: FileNode, data: Optional[bytes]):
+        self.node = node
+        self.data = data
+
+
+class TdbfsOperations(_OperationsBase):
+    """mfusepy operations over a root `DirNode`. Use with ``mfusepy.FUSE(ops, mnt, raw_fi=True, ...)``."""
+
+    use_ns = True  # times in integer nanoseconds (mfusepy's non-deprecated mode)
+
+    def __init__(self, root: DirNode, options: Optional[FuseOptions] = None,
+                 on_init: Optional[Callable[[], None]] = None):
+        self.root = root
+        self.options = options or FuseOptions()
+        self.on_init = on_init
+        self.uid = os.getuid()
+        self.gid = os.getgid()
+        self.mount_time_ns = time.time_ns()
+        self._handles: dict[int, _Handle] = {}
+        self._fh_counter = itertools.count(1)
+        self._ttl = self.options.lookup_ttl()
+        self._listings: dict[str, tuple[Mapping[str, Node], float]] = {}
+        self._logged: set = set()
+
+    # -- helpers -----------------------------------------------------------------
+    def _log_once(self, level, msg, *args, exc_info=False):
+        """Log a failure; the same (message) again only at DEBUG, so a broken file read
+        a thousand times does not flood the log."""
+        key = msg % args
+        if key in self._logged:
+            log.debug(msg, *args)
+            return
+        if len(self._logged) > 10000:
+            self._logged.clear()
+        self._logged.add(key)
+        log.log(level, msg, *args, exc_info=exc_info)
+
+    def _children(self, dpath: str, node: DirNode, fresh: bool = False) -> Mapping[str, Node]:
+        """The listing of the folder at `dpath`, reused for lookups for at most `lookup_ttl`
+        seconds (a folder such as fragments/ is re-listed from disk on every call)."""
+        now = time.monotonic()
+        if not fresh and self._ttl > 0:
+            hit = self._listings.get(dpath)
+            if hit is not None and hit[1] > now:
+                return hit[0]
+        kids = node.children()
+        if self._ttl > 0:
+            if len(self._listings) > 20000:
+                self._listings.clear()
+            self._listings[dpath] = (kids, now + self._ttl)
+        return kids
+
+    def _node(self, path: str) -> Node:
+        """The node at `path`: FuseOSError(ENOENT) if absent, ENOTDIR through a file."""
+        node: Node = self.root
+        if path in ("/", ""):
+            return node
+        dpath = ""
+        for part in path.strip("/").split("/"):
+            if not isinstance(node, DirNode):
+                raise FuseOSError(errno.ENOTDIR)
+            kids = self._children(dpath or "/", node)
+            child = kids.get(part) if isinstance(kids, dict) else _get(kids, part)
+            if child is None:
+                # maybe it appeared since the cached listing: ask the folder again
+                kids = self._children(dpath or "/", node, fresh=True)
+                child = _get(kids, part)
+                if child is None:
+                    raise FuseOSError(errno.ENOENT)
+            node = child
+            dpath = f"{dpath}/{part}"
+        return node
+
+    def _attrs(self, node: Node, size: Optional[int] = None) -> dict:
+        mtime = node.mtime()
+        ns = int(mtime * 1e9) if mtime else self.mount_time_ns
+        st = {
+            "st_mode": node.mode & ~_WRITE_BITS,
+            "st_uid": self.uid,
+            "st_gid": self.gid,
+            "st_nlink": 1,
+            "st_mtime": ns,
+            "st_atime": ns,
+            "st_ctime": ns,
+            "st_blksize": _BLKSIZE,
+        }
+        if isinstance(node, DirNode):
+            st["st_nlink"] = 2
+            st["st_size"] = 0
+        elif isinstance(node, FileNode):
+            if size is None:
+                size = node.size()
+            st["st_size"] = size
+            st["st_blocks"] = (size + 511) // 512
+        elif isinstance(node, SymlinkNode):
+            st["st_size"] = len(node.target.encode("utf-8", "surrogateescape"))
+        return st
+
+    def _handle(self, fi) -> Optional[_Handle]:
+        if fi is None:
+            return None
+        fh = fi if isinstance(fi, int) else getattr(fi, "fh", 0)
+        return self._handles.get(fh) if fh else None
+
+    # -- lifecycle ---------------------------------------------------------------
+    def init_with_config(self, conn_info, config_3) -> None:
+        """Called once the kernel has answered FUSE_INIT: the mount is live."""
+        if conn_info is not None and self.options.max_read:
+            # libfuse3 refuses max_read unless the connection asks for the same value
+            try:
+                conn_info.max_read = int(self.options.max_read)
+            except AttributeError:
+                pass
+        if config_3 is not None:
+            # per-file caching is decided in open(); never cache everything globally
+            # unless the user asked for it with -o kernel_cache / auto_cache
+            if "kernel_cache" not in self.options.extra:
+                config_3.kernel_cache = 0
+            if "direct_io" not in self.options.extra:
+                config_3.direct_io = 0
+        if conn_info is not None:
+            log.info("FUSE session up: protocol %s.%s, max_readahead %s, max_write %s",
+                     getattr(conn_info, "proto_major", "?"), getattr(conn_info, "proto_minor", "?"),
+                     getattr(conn_info, "max_readahead", "?"), getattr(conn_info, "max_write", "?"))
+        if self.on_init is not None:
+            try:
+                self.on_init()
+            except Exception:
+                log.exception("init hook failed")
+
+    def destroy(self, path) -> None:
+        log.info("FUSE session ended")
+        self._handles.clear()
+        self._listings.clear()
+
+    # -- reading -----------------------------------------------------------------
+    @_guard
+    def getattr(self, path, fh=None):
+        handle = self._handle(fh)
+        if handle is not None:
+            size = len(handle.data) if handle.data is not None else None
+            return self._attrs(handle.node, size)
+        return self._attrs(self._node(path))
+
+    @_guard
+    def readdir(self, path, fh):
+        node = self._node(path)
+        if not isinstance(node, DirNode):
+            raise FuseOSError(errno.ENOTDIR)
+        kids = self._children(path if path != "" else "/", node, fresh=True)
+        # (name, st_mode, 0): libfuse passes the file type to the kernel with each
+        # name, so `find` and `ls` do not need a lookup per entry
+        entries = [(".", _DIR_MODE, 0), ("..", _DIR_MODE, 0)]
+        entries.extend((name, child.mode, 0) for name, child in kids.items())
+        return entries
+
+    @_guard
+    def readlink(self, path):
+        node = self._node(path)
+        if not isinstance(node, SymlinkNode):
+            raise FuseOSError(errno.EINVAL)
+        return node.target
+
+    @_guard
+    def open(self, path, fi):
+        flags = fi if isinstance(fi, int) else fi.flags
+        if (flags & os.O_ACCMODE) != os.O_RDONLY or flags & (os.O_TRUNC | os.O_CREAT | os.O_APPEND):
+            raise FuseOSError(errno.EROFS)
+        node = self._node(path)
+        if isinstance(node, DirNode):
+            raise FuseOSError(errno.EISDIR)
+        if not isinstance(node, FileNode):
+            raise FuseOSError(errno.EINVAL)
+        data = None
+        if isinstance(node, BytesFile) and not node.immutable:
+            # a file rendered in memory that may be re-rendered (array.yaml): read
+            # the bytes the last stat measured, so size and content agree
+            data = node.data()
+        fh = next(self._fh_counter)
+        self._handles[fh] = _Handle(node, data)
+        if isinstance(fi, int):
+            return fh
+        fi.fh = fh
+        # immutable content: the kernel may keep its page cache across opens
+        fi.keep_cache = 1 if node.immutable else 0
+        fi.direct_io = 0
+        return 0
+
+    @_guard
+    def read(self, path, size, offset, fi):
+        handle = self._handle(fi)
+        if handle is None:  # not opened by us (should not happen): resolve the path
+            node = self._node(path)
+            if not isinstance(node, FileNode):
+                raise FuseOSError(errno.EISDIR if isinstance(node, DirNode) else errno.EINVAL)
+            handle = _Handle(node, None)
+        if handle.data is not None:
+            return handle.data[offset:offset + size]
+        data = handle.node.read(offset, size)
+        if type(data) is not bytes:
+            data = bytes(data)
+        if len(data) > size:
+            data = data[:size]
+        return data
+
+    def release(self, path, fi):
+        fh = fi if isinstance(fi, int) else getattr(fi, "fh", 0)
+        self._handles.pop(fh, None)
+        return 0
+
+    def statfs(self, path):
+        return {
+            "f_bsize": _BLKSIZE,
+            "f_frsize": 4096,
+            "f_blocks": 0,
+            "f_bfree": 0,
+            "f_bavail": 0,
+            "f_files": 0,
+            "f_ffree": 0,
+            "f_favail": 0,
+            "f_namemax": 255,
+        }
+
+    # -- writing: never ----------------------------------------------------------
+    @_read_only
+    def write(self, path, data, offset, fh): ...
+
+    @_read_only
+    def create(self, path, mode, fi=None): ...
+
+    @_read_only
+    def mkdir(self, path, mode): ...
+
+    @_read_only
+    def mknod(self, path, mode, dev): ...
+
+    @_read_only
+    def unlink(self, path): ...
+
+    @_read_only
+    def rmdir(self, path): ...
+
+    @_read_only
+    def rename(self, old, new): ...
+
+    @_read_only
+    def symlink(self, target, source): ...
+
+    @_read_only
+    def link(self, target, source): ...
+
+    @_read_only
+    def chmod(self, path, mode): ...
+
+    @_read_only
+    def chown(self, path, uid, gid): ...
+
+    @_read_only
+    def truncate(self, path, length, fh=None): ...
+
+    @_read_only
+    def utimens(self, path, times=None): ...
+
+    @_read_only
+    def setxattr(self, path, name, value, options, position=0): ...
+
+    @_read_only
+    def removexattr(self, path, name): ...
+
+    @_read_only
+    def fallocate(self, path, mode, offset, size, fh): ...
+
+
+def _get(mapping: Mapping[str, Node], name: str) -> Optional[Node]:
+    try:
+        return mapping[name]
+    except KeyError:
+        return None
+
+
+# --------------------------------------------------------------------------- serving
+
+class MountError(RuntimeError):
+    """libfuse could not mount (its own message is on stderr)."""
+
+
+def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
+          on_init: Optional[Callable[[], None]] = None) -> None:
+    """Mount `root` at `mountpoint` and answer requests until it is unmounted.
+
+    Blocks (always in the foreground; backgrounding is the CLI's job). `on_init` runs
+    once the mount is live. Raises MountError if libfuse cannot mount, RuntimeError
+    if FUSE is not usable here.
+    """
+    problem = fuse_problem()
+    if problem:
+        raise RuntimeError(problem)
+    options = options or FuseOptions()
+    options.foreground = True
+    ops = TdbfsOperations(root, options, on_init=on_init)
+    kwargs = options.fuse_kwargs()
+    log.info("mounting on %s with libfuse %s.%s (%s): %s", mountpoint, mfusepy.fuse_version_major,
+             mfusepy.fuse_version_minor, getattr(mfusepy, "_libfuse_path", "?"),
+             ",".join(k if v is True else f"{k}={v}" for k, v in kwargs.items()))
+    try:
+        mfusepy.FUSE(ops, mountpoint, raw_fi=True, **kwargs)
+    except RuntimeError as exc:
+        raise MountError(f"libfuse could not mount {mountpoint} (status {exc})") from None
+    log.info("unmounted %s", mountpoint)

@@ -1,0 +1,281 @@
+"""The store: reads an array's files on demand, parses lazily, caches under a memory bound.
+
+Nothing here is parsed when the store is created; listings are re-read on
+each call so that fragments written, consolidated or vacuumed while mounted
+appear and disappear. TileDB files are written once and never modified, so
+whatever is parsed from a file is cached for as long as that file exists.
+The array is only ever opened for reading.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from ..format.errors import FormatError
+from ..format.generic_tile import GenericTile, read_generic_tile
+from .cache import ByteLRU
+
+SCHEMA_DIR = "__schema"
+ENUMERATIONS_DIR = "__schema/__enumerations"
+LEGACY_SCHEMA = "__array_schema.tdb"
+FRAGMENTS_DIR = "__fragments"
+COMMITS_DIR = "__commits"
+FRAGMENT_META_DIR = "__fragment_meta"
+META_DIR = "__meta"
+LABELS_DIR = "__labels"
+FRAGMENT_METADATA_FILE = "__fragment_metadata.tdb"
+
+
+class NotAnArrayError(Exception):
+    """The path exists but holds no TileDB array."""
+
+
+class ProblemLog:
+    """Problems found so far, each once, in the order found."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._seen: set = set()
+        self.items: list[dict] = []
+
+    def add(self, problem: dict) -> None:
+        key = (problem.get("file"), problem.get("structure"), problem.get("offset"), problem.get("message"))
+        with self._lock:
+            if key not in self._seen:
+                self._seen.add(key)
+                self.items.append(problem)
+
+    def add_error(self, exc: Exception, file: str = "", structure: str = "") -> dict:
+        if isinstance(exc, FormatError):
+            problem = exc.as_problem()
+        else:
+            problem = {"file": file, "structure": structure, "offset": None, "message": f"{type(exc).__name__}: {exc}"}
+        self.add(problem)
+        return problem
+
+
+class ArrayStore:
+    def __init__(self, path: str, cache_bytes: int = 512 << 20):
+        path = os.path.abspath(path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"array not found: {path}")
+        if not os.path.isdir(path):
+            raise NotAnArrayError(f"not a TileDB array (not a directory): {path}")
+        if not (os.path.isdir(os.path.join(path, SCHEMA_DIR)) or os.path.isfile(os.path.join(path, LEGACY_SCHEMA))):
+            if os.path.exists(os.path.join(path, "__tiledb_group.tdb")) or os.path.isdir(os.path.join(path, "__group")):
+                raise NotAnArrayError(f"not a TileDB array: {path} is a TileDB group")
+            raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {path}")
+        self.path = path
+        self.cache = ByteLRU(cache_bytes)
+        self.problems = ProblemLog()
+        self._lock = threading.RLock()
+        self._parsed: dict = {}          # (kind, relpath, size) -> parsed object; files never change
+        self._fragments: dict = {}       # fragment relpath -> Fragment
+
+    # -- files ---------------------------------------------------------------
+    def abspath(self, rel: str) -> str:
+        return os.path.join(self.path, rel)
+
+    def listdir(self, rel: str = "") -> list[str]:
+        try:
+            return sorted(os.listdir(self.abspath(rel)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def isdir(self, rel: str) -> bool:
+        return os.path.isdir(self.abspath(rel))
+
+    def stat(self, rel: str) -> os.stat_result:
+        return os.stat(self.abspath(rel))
+
+    def file_size(self, rel: str) -> int:
+        return os.stat(self.abspath(rel)).st_size
+
+    def pread(self, rel: str, offset: int, size: int) -> bytes:
+        fd = os.open(self.abspath(rel), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            return os.pread(fd, size, offset)
+        finally:
+            os.close(fd)
+
+    def read_file(self, rel: str) -> bytes:
+        """A whole file, cached (files of an array are written once)."""
+        size = self.file_size(rel)
+
+        def make():
+            with open(self.abspath(rel), "rb") as f:
+                data = f.read()
+            return data, len(data)
+
+        return self.cache.get_or_make(("file", rel, size), make)
+
+    def parsed(self, kind: str, rel: str, parse):
+        """`parse(bytes)` of a file, computed once per (kind, file, size)."""
+        try:
+            size = self.file_size(rel)
+        except FileNotFoundError:
+            raise
+        key = (kind, rel, size)
+        with self._lock:
+            if key in self._parsed:
+                return self._parsed[key]
+        value = parse(self.read_file(rel))
+        with self._lock:
+            self._parsed[key] = value
+        return value
+
+    def generic_tile(self, rel: str, offset: int, structure: str) -> GenericTile:
+        return self.parsed(f"gtile@{offset}:{structure}", rel,
+                           lambda data: read_generic_tile(data, offset, rel, structure))
+
+    # -- schemas -------------------------------------------------------------
+    def schema_files(self) -> list[str]:
+        """Relative paths of every schema file: the legacy one first, then __schema/ by name."""
+        out = []
+        if os.path.isfile(self.abspath(LEGACY_SCHEMA)):
+            out.append(LEGACY_SCHEMA)
+        for name in self.listdir(SCHEMA_DIR):
+            rel = f"{SCHEMA_DIR}/{name}"
+            if os.path.isfile(self.abspath(rel)):
+                out.append(rel)
+        return out
+
+    def schema(self, rel: str):
+        from ..format.schema import parse_schema
+
+        def parse(data):
+            tile = read_generic_tile(data, 0, rel, "array schema")
+            return parse_schema(tile.payload, rel)
+
+        return self.parsed("schema", rel, parse)
+
+    def schema_by_name(self, name: str):
+        """The schema a fragment footer names (v>=10), or the legacy schema for ''."""
+        if not name:
+            return self.schema(LEGACY_SCHEMA)
+        return self.schema(f"{SCHEMA_DIR}/{name}")
+
+    def latest_schema_file(self) -> str | None:
+        files = self.schema_files()
+        modern = [f for f in files if f.startswith(SCHEMA_DIR + "/")]
+        if modern:
+            return max(modern, key=lambda f: _timestamp_key(os.path.basename(f)))
+        return files[0] if files else None
+
+    def enumeration_files(self) -> list[str]:
+        return [f"{ENUMERATIONS_DIR}/{n}" for n in self.listdir(ENUMERATIONS_DIR)
+                if os.path.isfile(self.abspath(f"{ENUMERATIONS_DIR}/{n}"))]
+
+    def enumeration(self, rel: str):
+        from ..format.enumeration import parse_enumeration
+
+        def parse(data):
+            return parse_enumeration(read_generic_tile(data, 0, rel, "enumeration").payload, rel)
+
+        return self.parsed("enumeration", rel, parse)
+
+    # -- fragments -----------------------------------------------------------
+    def fragment_paths(self) -> list[str]:
+        """Relative paths of fragment folders: `__fragments/*` and legacy ones at the root."""
+        out = [f"{FRAGMENTS_DIR}/{n}" for n in self.listdir(FRAGMENTS_DIR) if self.isdir(f"{FRAGMENTS_DIR}/{n}")]
+        for n in self.listdir(""):
+            if n.startswith("__") and n not in _KNOWN_DIRS and self.isdir(n) and _looks_like_fragment(n):
+                out.append(n)
+        return out
+
+    def fragment(self, rel: str):
+        from .fragment import Fragment
+        with self._lock:
+            frag = self._fragments.get(rel)
+            if frag is None:
+                frag = self._fragments[rel] = Fragment(self, rel)
+            return frag
+
+    def fragments(self) -> list:
+        paths = self.fragment_paths()
+        with self._lock:
+            for gone in set(self._fragments) - set(paths):
+                del self._fragments[gone]
+        return [self.fragment(p) for p in paths]
+
+    def loaded_fragments(self) -> list:
+        with self._lock:
+            return list(self._fragments.values())
+
+    # -- commits, metadata, consolidated fragment metadata ---------------------
+    def commit_files(self) -> list[str]:
+        out = [f"{COMMITS_DIR}/{n}" for n in self.listdir(COMMITS_DIR)]
+        # Before format 12 commit markers and vacuum files lived at the root.
+        out += [n for n in self.listdir("") if n.endswith((".ok", ".vac")) and not self.isdir(n)]
+        return out
+
+    def metadata_files(self) -> list[str]:
+        return [f"{META_DIR}/{n}" for n in self.listdir(META_DIR) if not self.isdir(f"{META_DIR}/{n}")]
+
+    def fragment_meta_files(self) -> list[str]:
+        out = [f"{FRAGMENT_META_DIR}/{n}" for n in self.listdir(FRAGMENT_META_DIR)]
+        out += [n for n in self.listdir("") if n.endswith(".meta") and not self.isdir(n)]
+        return out
+
+    def committed_fragment_names(self) -> dict[str, str]:
+        """Fragment name -> the commit that marks it (.wrt, .ok, or an entry of a .con file)."""
+        out = {}
+        for rel in self.commit_files():
+            base = os.path.basename(rel)
+            if base.endswith(".wrt") or base.endswith(".ok"):
+                out[base.rsplit(".", 1)[0]] = rel
+            elif base.endswith(".con"):
+                try:
+                    from ..format.commits import parse_consolidated_commits
+                    con = self.parsed("con", rel, lambda d: parse_consolidated_commits(d, rel))
+                    for entry in con.entries:
+                        p = entry.path.rsplit("/", 1)[-1]
+                        if p.endswith(".wrt"):
+                            out.setdefault(p[:-4], rel)
+                except Exception as exc:  # recorded, the rest still works
+                    self.problems.add_error(exc, rel, "consolidated commits")
+        return out
+
+    def vacuum_lists(self) -> dict[str, str]:
+        """Fragment name -> the vacuum file (`.vac`) that lists it as obsolete."""
+        from ..format.commits import parse_vacuum_file
+        out = {}
+        for rel in self.commit_files():
+            if not rel.endswith(".vac"):
+                continue
+            try:
+                entries = self.parsed("vac", rel, lambda d: list(parse_vacuum_file(d, rel)))
+            except Exception as exc:
+                self.problems.add_error(exc, rel, "vacuum file")
+                continue
+            for entry in entries:
+                out.setdefault(os.path.basename(entry.rstrip("/")), rel)
+        return out
+
+    def all_problems(self) -> list[dict]:
+        out = list(self.problems.items)
+        for frag in self.loaded_fragments():
+            for p in frag.problems.items:
+                if p not in out:
+                    out.append(p)
+        return out
+
+
+_KNOWN_DIRS = {SCHEMA_DIR, META_DIR, COMMITS_DIR, FRAGMENT_META_DIR, FRAGMENTS_DIR, LABELS_DIR, "__enumerations"}
+
+
+def _looks_like_fragment(name: str) -> bool:
+    from ..format.names import parse_fragment_name
+    try:
+        return parse_fragment_name(name) is not None
+    except Exception:
+        return False
+
+
+def _timestamp_key(name: str):
+    parts = name.lstrip("_").split("_")
+    try:
+        return (int(parts[0]), int(parts[1]), name)
+    except (ValueError, IndexError):
+        return (-1, -1, name)

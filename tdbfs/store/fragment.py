@@ -1,0 +1,331 @@
+"""One fragment folder: its metadata parsed on first use, its tiles decoded on demand.
+
+A fragment never changes once written, so everything parsed here is kept for
+the life of the object; decoded tiles go to the store's byte-bounded cache.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..format import fragment_metadata as fm
+from ..format.datatypes import DATATYPES
+from ..format.errors import FormatError
+from ..format.filter_reversal import UnsupportedFilter
+from ..format.filters import EMPTY_PIPELINE, FilterPipeline
+from ..format.names import parse_fragment_name
+from ..format.tile import DecodedTile, FilterContext, unfilter_tile, UINT8, UINT64
+
+# The streams of one field: fixed data (or the offsets of a var-sized field), var data, validity.
+DATA, VAR, VALIDITY = "data", "var", "validity"
+_SUFFIX = {DATA: ".tdb", VAR: "_var.tdb", VALIDITY: "_validity.tdb"}
+
+
+@dataclass(frozen=True)
+class TileLocation:
+    file: str           # path relative to the array root
+    offset: int         # byte offset of the tile in the file
+    persisted_size: int
+    unfiltered_size: int
+
+
+class Fragment:
+    def __init__(self, store, rel: str):
+        self.store = store
+        self.rel = rel
+        self.name = os.path.basename(rel)
+        self.problems = _problem_log()
+        self._lock = threading.RLock()
+        self._memo: dict = {}
+
+    # -- memoised parsing, each failure recorded once as a problem ------------
+    def _once(self, key, make):
+        with self._lock:
+            if key in self._memo:
+                value = self._memo[key]
+                if isinstance(value, _Failed):
+                    raise value.exc
+                return value
+        try:
+            value = make()
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            self.problems.add_error(exc, self._file(fm_file()), str(key))
+            with self._lock:
+                self._memo[key] = _Failed(exc)
+            raise
+        with self._lock:
+            self._memo[key] = value
+        return value
+
+    def _file(self, name: str) -> str:
+        return f"{self.rel}/{name}"
+
+    # -- name, files -----------------------------------------------------------
+    @property
+    def parsed_name(self):
+        return self._once("name", lambda: parse_fragment_name(self.name))
+
+    def files(self) -> list[tuple[str, int]]:
+        out = []
+        for n in self.store.listdir(self.rel):
+            try:
+                out.append((n, self.store.file_size(self._file(n))))
+            except OSError:
+                pass
+        return out
+
+    def mtime(self) -> float:
+        try:
+            return self.store.stat(self.rel).st_mtime
+        except OSError:
+            return 0.0
+
+    # -- footer, schema, fields ------------------------------------------------
+    def metadata_bytes(self) -> bytes:
+        return self.store.read_file(self._file(fm_file()))
+
+    def footer(self):
+        def make():
+            data = self.metadata_bytes()
+            rel = self._file(fm_file())
+            name_version = self._name_version()
+            if name_version is not None and name_version >= 10:
+                offset, length = fm.locate_footer(data, len(data), name_version, None, rel)
+                _, schema_name = fm.peek_footer_schema_name(data, rel, offset)
+                schema = self.store.schema_by_name(schema_name or "")
+            else:
+                schema = self.store.schema_by_name("")
+                offset, length = fm.locate_footer(data, len(data), name_version, schema, rel)
+            return fm.parse_footer(data, rel, schema, offset, length, name_version), schema
+        return self._once("footer", make)[0]
+
+    def schema(self):
+        self.footer()
+        return self._memo["footer"][1]
+
+    def _name_version(self) -> int | None:
+        try:
+            return self.parsed_name.assumed_format_version
+        except Exception:
+            return None
+
+    def fields(self) -> list:
+        return list(self.footer().fields)
+
+    def field_by_stem(self, stem: str):
+        for f in self.fields():
+            if f.stem == stem:
+                return f
+        raise KeyError(stem)
+
+    # -- generic tiles of the fragment metadata -----------------------------------
+    def _gtile_payload(self, offset: int, structure: str) -> bytes:
+        return self.store.generic_tile(self._file(fm_file()), offset, structure).payload
+
+    def rtree(self):
+        def make():
+            footer = self.footer()
+            payload = self._gtile_payload(footer.generic_tile_offsets.rtree, "R-tree")
+            return fm.parse_rtree(payload, self._file(fm_file()), self.schema().dimensions, footer.version)
+        return self._once("rtree", make)
+
+    def _u64_list(self, kind: str, idx: int) -> np.ndarray:
+        def make():
+            footer = self.footer()
+            offset = getattr(footer.generic_tile_offsets, kind)[idx]
+            payload = self._gtile_payload(offset, f"{kind}[{idx}]")
+            return fm.parse_u64_list(payload, self._file(fm_file()), f"{kind}[{idx}]")
+        return self._once((kind, idx), make)
+
+    def tile_offsets(self, idx: int) -> np.ndarray:
+        return self._u64_list("tile_offsets", idx)
+
+    def tile_var_offsets(self, idx: int) -> np.ndarray:
+        return self._u64_list("tile_var_offsets", idx)
+
+    def tile_var_sizes(self, idx: int) -> np.ndarray:
+        return self._u64_list("tile_var_sizes", idx)
+
+    def tile_validity_offsets(self, idx: int) -> np.ndarray:
+        return self._u64_list("tile_validity_offsets", idx)
+
+    def tile_null_counts(self, idx: int) -> np.ndarray:
+        return self._u64_list("tile_null_count_offsets", idx)
+
+    def tile_min_max(self, which: str, idx: int):
+        def make():
+            footer = self.footer()
+            offset = getattr(footer.generic_tile_offsets, f"tile_{which}_offsets")[idx]
+            payload = self._gtile_payload(offset, f"tile_{which}[{idx}]")
+            return fm.parse_tile_min_max(payload, self._file(fm_file()), self.fields()[idx],
+                                         "tile mins" if which == "min" else "tile maxes")
+        return self._once(("minmax", which, idx), make)
+
+    def tile_sums(self, idx: int):
+        def make():
+            footer = self.footer()
+            payload = self._gtile_payload(footer.generic_tile_offsets.tile_sum_offsets[idx], f"tile_sums[{idx}]")
+            return fm.parse_tile_sums(payload, self._file(fm_file()), self.fields()[idx])
+        return self._once(("sums", idx), make)
+
+    def fragment_min_max_sum_null_count(self):
+        def make():
+            footer = self.footer()
+            payload = self._gtile_payload(footer.generic_tile_offsets.fragment_min_max_sum_null_count,
+                                          "fragment min/max/sum/null count")
+            return fm.parse_fragment_min_max_sum_null_count(payload, self._file(fm_file()), self.fields())
+        return self._once("fragment_mmsn", make)
+
+    def processed_conditions(self):
+        def make():
+            footer = self.footer()
+            payload = self._gtile_payload(footer.generic_tile_offsets.processed_conditions, "processed conditions")
+            return fm.parse_processed_conditions(payload, self._file(fm_file()))
+        return self._once("processed_conditions", make)
+
+    # -- tile geometry -------------------------------------------------------------
+    def stored_fields(self) -> list:
+        """Fields with data files: attributes, dimensions of sparse fragments, t/dt/dci."""
+        footer = self.footer()
+        return [f for f in self.fields() if f.kind != fm.COORDS and not (f.kind == fm.DIMENSION and footer.dense)]
+
+    def tile_count(self, idx: int | None = None) -> int:
+        footer = self.footer()
+        if not footer.dense:
+            return footer.sparse_tile_num
+        if idx is None:
+            idx = self.stored_fields()[0].idx
+        return len(self.tile_offsets(idx))
+
+    def cells_per_full_tile(self) -> int:
+        footer = self.footer()
+        if footer.dense:
+            n = 1
+            for d in self.schema().dimensions:
+                n *= int(d.tile_extent)
+            return n
+        return self.schema().capacity
+
+    def tile_cell_num(self, k: int) -> int:
+        footer = self.footer()
+        if footer.dense:
+            return self.cells_per_full_tile()
+        return footer.last_tile_cell_num if k == footer.sparse_tile_num - 1 else self.schema().capacity
+
+    def unfiltered_size(self, field, k: int, stream: str) -> int:
+        """Exact decoded size from metadata alone (no tile is read)."""
+        cells = self.tile_cell_num(k)
+        if stream == VAR:
+            return int(self.tile_var_sizes(field.idx)[k])
+        if stream == VALIDITY:
+            return cells
+        if field.var_sized:
+            return cells * 8
+        return cells * field.cell_size
+
+    def location(self, field, k: int, stream: str) -> TileLocation:
+        footer = self.footer()
+        if stream == VAR:
+            offsets, file_size = self.tile_var_offsets(field.idx), footer.file_var_sizes[field.idx]
+        elif stream == VALIDITY:
+            offsets, file_size = self.tile_validity_offsets(field.idx), footer.file_validity_sizes[field.idx]
+        else:
+            offsets, file_size = self.tile_offsets(field.idx), footer.file_sizes[field.idx]
+        if k >= len(offsets):
+            raise FormatError(self._file(fm_file()), "tile offsets", 0,
+                              f"tile {k} of {field.stem} is not in its {len(offsets)} tile offsets")
+        start = int(offsets[k])
+        end = int(offsets[k + 1]) if k + 1 < len(offsets) else int(file_size)
+        return TileLocation(self._file(field.stem + _SUFFIX[stream]), start, end - start,
+                            self.unfiltered_size(field, k, stream))
+
+    def pipeline(self, field, stream: str) -> FilterPipeline:
+        schema = self.schema()
+        if stream == VALIDITY:
+            return schema.validity_filters or EMPTY_PIPELINE
+        if stream == DATA and field.var_sized:
+            return schema.offsets_filters
+        if field.kind == fm.ATTRIBUTE:
+            return schema.attributes[field.position].filters
+        if field.kind == fm.DIMENSION:
+            own = schema.dimensions[field.position].filters
+            return own if own.filters else schema.coords_filters
+        return schema.coords_filters  # t, dt, dci
+
+    def filter_context(self, field, stream: str) -> FilterContext:
+        version = self.footer().version
+        if stream == VALIDITY:
+            return FilterContext(UINT8, 1, version)
+        if stream == DATA and field.var_sized:
+            return FilterContext(UINT64, 8, version)
+        if stream == VAR:
+            return FilterContext(field.datatype, field.datatype.size, version,
+                                 var_strings=self.offsets_embedded(field))
+        return FilterContext(field.datatype, field.cell_size, version)
+
+    def offsets_embedded(self, field) -> bool:
+        """Var strings whose first filter is RLE (v>=12) or DICTIONARY (v>=13) for ASCII, either for
+        UTF-8 (v>=17): TileDB stores an empty offsets tile and the var data carries the lengths (§3.4)."""
+        if not field.var_sized or field.kind != fm.ATTRIBUTE and field.kind != fm.DIMENSION:
+            return False
+        version = self.footer().version
+        pipe = self.pipeline(field, VAR)
+        first = pipe.filters[0].id if pipe.filters else None
+        name = field.datatype.name
+        if name == "STRING_ASCII":
+            return (first == 4 and version >= 12) or (first == 14 and version >= 13)
+        if name == "STRING_UTF8":
+            return first in (4, 14) and version >= 17
+        return False
+
+    def tile(self, field, k: int, stream: str) -> DecodedTile:
+        """Tile k of one stream, decoded once and kept in the store's cache."""
+        key = ("tile", self.rel, field.idx, k, stream)
+
+        def make():
+            if stream == DATA and self.offsets_embedded(field):
+                raise UnsupportedFilter(self._file(field.stem + ".tdb"), f"tile {k}", 0,
+                                        "the offsets of this var string field are embedded in its RLE/DICTIONARY "
+                                        "var data; rebuilding them is not supported yet")
+            loc = self.location(field, k, stream)
+            raw = self.store.pread(loc.file, loc.offset, loc.persisted_size)
+            if len(raw) != loc.persisted_size:
+                raise FormatError(loc.file, "tile", loc.offset + len(raw),
+                                  f"tile {k} should be {loc.persisted_size} bytes but the file ends after {len(raw)}")
+            decoded = unfilter_tile(raw, loc.file, loc.offset, self.pipeline(field, stream),
+                                    self.filter_context(field, stream), f"tile {k}",
+                                    expected_size=loc.unfiltered_size, base=loc.offset)
+            for failure in decoded.checksum_failures:
+                self.problems.add({"file": loc.file, "structure": f"tile {k}", "offset": loc.offset,
+                                   "message": failure})
+            return decoded, len(decoded.data) + 256 * len(decoded.chunks)
+
+        try:
+            return self.store.cache.get_or_make(key, make)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            self.problems.add_error(exc, self._file(field.stem), f"tile {k}")
+            raise
+
+
+class _Failed:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
+def fm_file() -> str:
+    return "__fragment_metadata.tdb"
+
+
+def _problem_log():
+    from .array_store import ProblemLog
+    return ProblemLog()

@@ -1,0 +1,198 @@
+"""Content of the array-level views: array.yaml, schemas, enumerations, metadata, commits, .meta files."""
+
+from __future__ import annotations
+
+import os
+
+from ..format.names import try_parse_name
+
+
+def array_summary(store) -> dict:
+    out: dict = {"uri": store.path}
+    latest = store.latest_schema_file()
+    schema_versions = set()
+    if latest:
+        try:
+            schema = store.schema(latest)
+            out["array_type"] = "dense" if schema.dense else "sparse"
+            out["latest_schema"] = latest
+        except Exception as exc:
+            store.problems.add_error(exc, latest, "array schema")
+    for rel in store.schema_files():
+        try:
+            schema_versions.add(store.schema(rel).version)
+        except Exception as exc:
+            store.problems.add_error(exc, rel, "array schema")
+    fragment_versions: dict = {}
+    paths = store.fragment_paths()
+    for p in paths:
+        n = try_parse_name(os.path.basename(p))
+        v = n.assumed_format_version if n else None
+        fragment_versions[v] = fragment_versions.get(v, 0) + 1
+    out["format_versions"] = {
+        "schemas": sorted(schema_versions),
+        "fragments": sorted(k for k in fragment_versions if k is not None),
+    }
+    commits = store.commit_files()
+    committed = store.committed_fragment_names()
+    out["counts"] = {
+        "fragments": len(paths),
+        "committed_fragments": sum(1 for p in paths if os.path.basename(p) in committed),
+        "schemas": len(store.schema_files()),
+        "enumerations": len(store.enumeration_files()),
+        "commit_files": len(commits),
+        "metadata_files": len(store.metadata_files()),
+        "fragment_meta_files": len(store.fragment_meta_files()),
+    }
+    out["sizes"] = _sizes(store.path)
+    out["problems"] = store.all_problems()
+    return out
+
+
+def _sizes(root: str) -> dict:
+    by_dir: dict = {}
+    total = 0
+    files = 0
+    for dirpath, _, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        top = rel.split(os.sep)[0] if rel != "." else "."
+        for f in filenames:
+            try:
+                size = os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                continue
+            total += size
+            files += 1
+            by_dir[top] = by_dir.get(top, 0) + size
+    return {"total_bytes": total, "files": files, "bytes_by_folder": dict(sorted(by_dir.items()))}
+
+
+def _gtile_info(store, rel: str) -> dict:
+    from ..format.generic_tile import header_to_dict
+    tile = store.generic_tile(rel, 0, "file")
+    return header_to_dict(tile.header)
+
+
+def schema_view(store, rel: str) -> dict:
+    from ..format.schema import schema_to_dict
+    out = {"file": rel}
+    n = try_parse_name(os.path.basename(rel))
+    if n:
+        out["timestamps"] = {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso}
+    out["generic_tile"] = _gtile_info(store, rel)
+    out.update(schema_to_dict(store.schema(rel)))
+    return out
+
+
+def enumeration_view(store, rel: str) -> dict:
+    from ..format.enumeration import enumeration_to_dict
+    out = {"file": rel, "generic_tile": _gtile_info(store, rel)}
+    out.update(enumeration_to_dict(store.enumeration(rel)))
+    return out
+
+
+def _metadata_records(store, rel: str):
+    from ..format.array_metadata import parse_array_metadata
+    return store.parsed("array metadata", rel,
+                        lambda data: parse_array_metadata(_payload(store, rel), rel))
+
+
+def _payload(store, rel: str) -> bytes:
+    return store.generic_tile(rel, 0, "file").payload
+
+
+def metadata_file_view(store, rel: str) -> dict:
+    from ..format.array_metadata import record_to_dict
+    base = os.path.basename(rel)
+    out: dict = {"file": rel}
+    if base.endswith(".vac"):
+        from ..format.commits import parse_vacuum_file
+        out["kind"] = "vacuum list of metadata files"
+        out["vacuumed"] = list(parse_vacuum_file(store.read_file(rel), rel))
+        return out
+    if base.endswith(".tmp"):
+        out["kind"] = "write in progress (skipped by readers)"
+        return out
+    n = try_parse_name(base)
+    if n:
+        out["timestamps"] = {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso}
+    out["generic_tile"] = _gtile_info(store, rel)
+    out["records"] = [record_to_dict(r) for r in _metadata_records(store, rel)]
+    out["vacuumed"] = rel in _vacuumed_metadata(store)
+    return out
+
+
+def _vacuumed_metadata(store) -> set:
+    from ..format.commits import parse_vacuum_file
+    out = set()
+    for rel in store.metadata_files():
+        if rel.endswith(".vac"):
+            try:
+                for entry in parse_vacuum_file(store.read_file(rel), rel):
+                    out.add("__meta/" + os.path.basename(entry))
+            except Exception as exc:
+                store.problems.add_error(exc, rel, "metadata vacuum file")
+    return out
+
+
+def merged_metadata(store) -> dict:
+    """Every __meta file applied in timestamp order; files listed in a .vac are skipped."""
+    from ..format.array_metadata import merge_metadata, merged_to_dict
+    vacuumed = _vacuumed_metadata(store)
+    files = []
+    skipped = []
+    for rel in store.metadata_files():
+        base = os.path.basename(rel)
+        if base.endswith((".vac", ".tmp")):
+            continue
+        if rel in vacuumed:
+            skipped.append(rel)
+            continue
+        n = try_parse_name(base)
+        try:
+            files.append(((n.t1, n.t2, base) if n else (0, 0, base), base, _metadata_records(store, rel)))
+        except Exception as exc:
+            store.problems.add_error(exc, rel, "array metadata")
+    files.sort(key=lambda x: x[0])
+    merged = merge_metadata([(base, records) for _, base, records in files])
+    return {"files_applied": [b for _, b, _ in files], "files_skipped_as_vacuumed": skipped,
+            "metadata": merged_to_dict(merged)}
+
+
+def commit_view(store, rel: str) -> dict:
+    from ..format import commits
+    base = os.path.basename(rel)
+    out: dict = {"file": rel, "size": store.file_size(rel)}
+    n = try_parse_name(base)
+    if n:
+        out["timestamps"] = {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso}
+    if base.endswith((".wrt", ".ok")):
+        frag = base.rsplit(".", 1)[0]
+        out["kind"] = "write commit" if base.endswith(".wrt") else "commit marker (format < 12)"
+        out["fragment"] = frag
+        out["fragment_exists"] = any(os.path.basename(p) == frag for p in store.fragment_paths())
+    elif base.endswith(".vac"):
+        out["kind"] = "vacuum list"
+        out["vacuumed"] = list(commits.parse_vacuum_file(store.read_file(rel), rel))
+    elif base.endswith(".ign"):
+        out["kind"] = "ignore list"
+        out["ignored"] = list(commits.parse_ignore_file(store.read_file(rel), rel))
+    elif base.endswith(".con"):
+        out["kind"] = "consolidated commits"
+        out.update(commits.consolidated_commits_to_dict(
+            commits.parse_consolidated_commits(store.read_file(rel), rel)))
+    elif base.endswith((".del", ".upd")):
+        out["kind"] = "delete condition" if base.endswith(".del") else "update condition"
+        out["generic_tile"] = _gtile_info(store, rel)
+        parse = commits.parse_delete_condition if base.endswith(".del") else commits.parse_update_condition
+        out.update(commits.condition_to_dict(parse(_payload(store, rel), rel)))
+    else:
+        out["kind"] = "unknown"
+    return out
+
+
+def fragment_meta_view(store, rel: str) -> dict:
+    from ..format import consolidated_fragment_metadata as cfm
+    out: dict = {"file": rel, "generic_tile": _gtile_info(store, rel)}
+    out.update(cfm.consolidated_to_dict(_payload(store, rel), rel, store))
+    return out

@@ -1,0 +1,289 @@
+"""The folder of one fragment: fragment.yaml, footer.yaml, rtree/, tiles.csv, attrs/, dims/, raw/."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..format import fragment_metadata as fm
+from ..format.filters import pipeline_to_dict
+from ..format.generic_tile import header_to_dict
+from ..store.fragment import DATA, VAR, VALIDITY, Fragment
+from .common import CachedFile, LiveFile, guarded, yaml_file
+from .nodes import DirNode, FileNode, StaticDir, ViewError
+from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
+
+
+def fragment_dir(store, rel: str) -> DirNode:
+    frag = store.fragment(rel)
+    problems = frag.problems
+
+    def children():
+        return {
+            "fragment.yaml": LiveFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment")),
+            "footer.yaml": yaml_file(lambda: fm.footer_to_dict(frag.footer()), problems,
+                                     f"{rel}/__fragment_metadata.tdb", "footer"),
+            "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag), frag), immutable=True,
+                               mtime=frag.mtime()),
+            "tiles.csv": CachedFile(store.cache, ("tiles.csv", rel),
+                                    guarded(lambda: tiles_csv(frag), problems, rel, "tile list")),
+            "attrs": StaticDir(guarded_children(lambda: _field_dirs(frag, dims=False), frag), immutable=True,
+                               mtime=frag.mtime()),
+            "dims": StaticDir(guarded_children(lambda: _field_dirs(frag, dims=True), frag), immutable=True,
+                              mtime=frag.mtime()),
+            "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size) for n, size in frag.files()},
+                             immutable=True, mtime=frag.mtime()),
+        }
+
+    return StaticDir(children, immutable=True, mtime=frag.mtime())
+
+
+def guarded_children(make, frag: Fragment):
+    def run():
+        try:
+            return make()
+        except ViewError:
+            raise
+        except FileNotFoundError as exc:
+            raise ViewError(str(exc)) from None
+        except Exception as exc:
+            problem = frag.problems.add_error(exc, frag.rel, "fragment metadata")
+            raise ViewError(problem["message"]) from None
+    return run
+
+
+class RawFile(FileNode):
+    immutable = True
+
+    def __init__(self, store, rel: str, size: int):
+        self._store, self._rel, self._size = store, rel, size
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, size: int) -> bytes:
+        size = max(0, min(size, self._size - offset))
+        try:
+            return self._store.pread(self._rel, offset, size) if size else b""
+        except FileNotFoundError:
+            raise ViewError(f"{self._rel} vanished") from None
+
+
+class TileFile(FileNode):
+    """A decoded stream of one tile: exact size from metadata, bytes decoded on first read."""
+
+    immutable = True
+
+    def __init__(self, frag: Fragment, field, k: int, stream: str):
+        self._frag, self._field, self._k, self._stream = frag, field, k, stream
+
+    def size(self) -> int:
+        try:
+            return self._frag.unfiltered_size(self._field, self._k, self._stream)
+        except Exception as exc:
+            raise ViewError(str(exc)) from None
+
+    def read(self, offset: int, size: int) -> bytes:
+        try:
+            tile = self._frag.tile(self._field, self._k, self._stream)
+        except FileNotFoundError as exc:
+            raise ViewError(str(exc)) from None
+        except Exception as exc:
+            raise ViewError(str(exc)) from None
+        return tile.data[offset:offset + size]
+
+
+# -- fragment.yaml -------------------------------------------------------------------
+
+def fragment_summary(frag: Fragment) -> dict:
+    out: dict = {"name": frag.name, "path": frag.rel}
+    try:
+        n = frag.parsed_name
+        out.update({"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso, "uuid": n.uuid,
+                    "name_version": n.name_version, "version": n.assumed_format_version})
+    except Exception as exc:
+        frag.problems.add_error(exc, frag.rel, "fragment name")
+    try:
+        footer = frag.footer()
+        schema = frag.schema()
+        out["format_version"] = footer.version
+        out["array_schema_name"] = getattr(footer, "array_schema_name", None) or "__array_schema.tdb"
+        out["type"] = "dense" if footer.dense else "sparse"
+        tiles = frag.tile_count()
+        out["tile_count"] = tiles
+        if tiles:
+            out["cell_count"] = (tiles - 1) * frag.cells_per_full_tile() + frag.tile_cell_num(tiles - 1)
+        else:
+            out["cell_count"] = 0
+        if footer.null_non_empty_domain:
+            out["non_empty_domain"] = None
+        else:
+            out["non_empty_domain"] = {d.name: list(r) for d, r in zip(schema.dimensions, footer.non_empty_domain)}
+        out["has_timestamps"] = bool(getattr(footer, "has_timestamps", False))
+        out["has_delete_meta"] = bool(getattr(footer, "has_delete_meta", False))
+        out["fields"] = {f.stem: f.name for f in frag.stored_fields()}
+    except Exception:
+        pass  # recorded in problems by the store
+    out["files"] = {name: size for name, size in frag.files()}
+    commits = frag.store.committed_fragment_names()
+    out["committed"] = frag.name in commits
+    if frag.name in commits:
+        out["commit_file"] = commits[frag.name]
+    vacuumed_by = frag.store.vacuum_lists().get(frag.name)
+    out["to_vacuum"] = vacuumed_by is not None
+    if vacuumed_by:
+        out["vacuum_file"] = vacuumed_by
+    out["problems"] = list(frag.problems.items)
+    return out
+
+
+# -- rtree/ --------------------------------------------------------------------------
+
+def _rtree_children(frag: Fragment) -> dict:
+    rtree = frag.rtree()
+    dims = frag.schema().dimensions
+    header = ["mbr"] + [f"{d.name}_{end}" for d in dims for end in ("min", "max")]
+    out = {}
+    for level in range(len(rtree.levels)):
+        def render(level=level):
+            rows = fm.rtree_level_rows(rtree, level)
+            return to_csv(header, ([i] + list(row) for i, row in enumerate(rows)))
+        out[f"level_{level}.csv"] = CachedFile(frag.store.cache, ("rtree", frag.rel, level),
+                                               guarded(render, frag.problems, frag.rel, "R-tree"))
+    return out
+
+
+# -- tiles.csv -------------------------------------------------------------------------
+
+def tiles_csv(frag: Fragment) -> bytes:
+    footer = frag.footer()
+    fields = frag.stored_fields()
+    ntiles = frag.tile_count()
+    header = ["tile", "cells"]
+    columns = []
+    cells = np.array([frag.tile_cell_num(k) for k in range(ntiles)], dtype=np.int64)
+    columns.append(cells)
+    for f in fields:
+        streams = [DATA] + ([VAR] if f.var_sized else []) + ([VALIDITY] if f.nullable else [])
+        for stream in streams:
+            suffix = "" if stream == DATA else f"_{stream}"
+            locs = [frag.location(f, k, stream) for k in range(ntiles)]
+            header += [f"{f.stem}{suffix}_offset", f"{f.stem}{suffix}_persisted_size", f"{f.stem}{suffix}_size"]
+            columns += [[l.offset for l in locs], [l.persisted_size for l in locs], [l.unfiltered_size for l in locs]]
+        if footer.version >= 11:
+            for label, get in (("min", lambda: frag.tile_min_max("min", f.idx)),
+                               ("max", lambda: frag.tile_min_max("max", f.idx)),
+                               ("sum", lambda: frag.tile_sums(f.idx)),
+                               ("null_count", lambda: frag.tile_null_counts(f.idx))):
+                try:
+                    values = list(get())
+                except Exception:
+                    values = []
+                if len(values) == ntiles and ntiles:
+                    header.append(f"{f.stem}_{label}")
+                    columns.append([_cell_value(v) for v in values])
+    rows = zip(range(ntiles), *columns) if columns else ([k] for k in range(ntiles))
+    return to_csv(header, rows)
+
+
+def _cell_value(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (bytes, bytearray)):
+        return v.decode("utf-8", errors="backslashreplace")
+    if isinstance(v, np.ndarray):
+        return " ".join(str(x) for x in v.tolist())
+    return v
+
+
+# -- attrs/<stem>/ and dims/<stem>/ ------------------------------------------------------
+
+def _field_dirs(frag: Fragment, dims: bool) -> dict:
+    out = {}
+    for f in frag.stored_fields():
+        if (f.kind == fm.DIMENSION) != dims:
+            continue
+        out[f.stem] = StaticDir(lambda f=f: _tile_files(frag, f), immutable=True, mtime=frag.mtime())
+    return out
+
+
+def _tile_files(frag: Fragment, field) -> dict:
+    ntiles = frag.tile_count(field.idx)
+    out = {"info.yaml": yaml_file(lambda: field_info(frag, field), frag.problems, frag.rel, "field info")}
+    cache = frag.store.cache
+    for k in range(ntiles):
+        out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA)
+        if field.var_sized:
+            out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR)
+        if field.nullable:
+            out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY)
+        out[f"tile_{k}.txt"] = CachedFile(cache, ("txt", frag.rel, field.idx, k),
+                                          guarded(lambda k=k: tile_text(frag, field, k), frag.problems,
+                                                  f"{frag.rel}/{field.stem}", f"tile {k}"))
+        out[f"tile_{k}.yaml"] = CachedFile(cache, ("tileyaml", frag.rel, field.idx, k),
+                                           guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
+                                                   f"{frag.rel}/{field.stem}", f"tile {k}"))
+    return out
+
+
+def _streams(field) -> list[str]:
+    return [DATA] + ([VAR] if field.var_sized else []) + ([VALIDITY] if field.nullable else [])
+
+
+def field_info(frag: Fragment, field) -> dict:
+    out = {"name": field.name, "stem": field.stem, "kind": field.kind, "index": field.idx,
+           "datatype": field.datatype.name,
+           "cell_val_num": "var" if field.var_sized else field.cell_val_num,
+           "nullable": bool(field.nullable)}
+    files = dict(frag.files())
+    out["filters"] = {}
+    out["data_files"] = {}
+    names = {DATA: "offsets" if field.var_sized else "data", VAR: "var", VALIDITY: "validity"}
+    suffix = {DATA: ".tdb", VAR: "_var.tdb", VALIDITY: "_validity.tdb"}
+    for stream in _streams(field):
+        out["filters"][names[stream]] = pipeline_to_dict(frag.pipeline(field, stream))
+        fname = field.stem + suffix[stream]
+        out["data_files"][fname] = files.get(fname)
+    out["tile_count"] = frag.tile_count(field.idx)
+    return out
+
+
+def tile_text(frag: Fragment, field, k: int) -> bytes:
+    validity = None
+    if field.nullable:
+        validity = np.frombuffer(frag.tile(field, k, VALIDITY).data, np.uint8)
+    data = frag.tile(field, k, DATA).data
+    dt = field.datatype
+    if field.var_sized:
+        offsets = np.frombuffer(data, "<u8")
+        values = frag.tile(field, k, VAR).data
+        return var_cells_text(offsets, values, dt.dtype, dt.is_string, validity)
+    values = np.frombuffer(data[: len(data) - len(data) % dt.size], dt.dtype)
+    return fixed_cells_text(values, field.cell_val_num, dt.is_string, validity)
+
+
+def tile_record(frag: Fragment, field, k: int) -> dict:
+    out = {"field": field.name, "stem": field.stem, "tile": k, "cells": frag.tile_cell_num(k), "streams": {}}
+    for stream in _streams(field):
+        entry: dict = {}
+        try:
+            loc = frag.location(field, k, stream)
+            entry.update({"file": loc.file, "offset": loc.offset, "persisted_size": loc.persisted_size,
+                          "unfiltered_size": loc.unfiltered_size})
+            pipe = frag.pipeline(field, stream)
+            entry["filters"] = [f.name for f in pipe.filters]
+            tile = frag.tile(field, k, stream)
+            entry["chunks"] = [_chunk_dict(c) for c in tile.chunks]
+            checks = [c for ch in tile.chunks for s in ch.stages for c in s.get("checksums", [])]
+            if checks:
+                entry["checksums"] = "ok" if all(c["ok"] for c in checks) else "FAILED"
+        except Exception as exc:
+            entry["error"] = str(exc)
+        out["streams"][stream if stream != DATA else ("offsets" if field.var_sized else "data")] = entry
+    return out
+
+
+def _chunk_dict(c) -> dict:
+    h = c.header
+    return {"index": h.index, "offset": h.offset, "unfiltered_size": h.unfiltered_size,
+            "filtered_size": h.filtered_size, "metadata_size": h.metadata_size,
+            "stages": list(c.stages)}

@@ -1,0 +1,125 @@
+"""Node types of the view tree: directories, files and symlinks.
+
+Front ends (FUSE, CLI) only ever see these classes. A node that cannot be built
+raises ViewError, which front ends turn into EIO; the reason is recorded as a
+problem by whoever raised it.
+"""
+
+from __future__ import annotations
+
+import stat
+from typing import Callable, Mapping
+
+
+class ViewError(Exception):
+    """A view that cannot be rendered (corrupt input, unsupported filter, vanished file)."""
+
+
+class Node:
+    """Base of every node. `immutable` nodes never change once built (fragment contents),
+    so front ends may let the kernel cache them without limit."""
+
+    mode: int = 0
+    immutable: bool = False
+
+    def mtime(self) -> float:
+        return 0.0
+
+
+class DirNode(Node):
+    mode = stat.S_IFDIR | 0o555
+
+    def children(self) -> Mapping[str, Node]:
+        raise NotImplementedError
+
+
+class FileNode(Node):
+    mode = stat.S_IFREG | 0o444
+
+    def size(self) -> int:
+        raise NotImplementedError
+
+    def read(self, offset: int, size: int) -> bytes:
+        raise NotImplementedError
+
+
+class SymlinkNode(Node):
+    mode = stat.S_IFLNK | 0o777
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def size(self) -> int:
+        return len(self.target.encode())
+
+
+class StaticDir(DirNode):
+    """A directory whose children are produced once by a function, on first listing."""
+
+    def __init__(self, make_children: Callable[[], Mapping[str, Node]], immutable: bool = False, mtime: float = 0.0):
+        self._make = make_children
+        self._children: Mapping[str, Node] | None = None
+        self.immutable = immutable
+        self._mtime = mtime
+
+    def children(self) -> Mapping[str, Node]:
+        if self._children is None:
+            self._children = self._make()
+        return self._children
+
+    def mtime(self) -> float:
+        return self._mtime
+
+
+class DynamicDir(DirNode):
+    """A directory whose children are recomputed on each listing (things that come and go)."""
+
+    def __init__(self, make_children: Callable[[], Mapping[str, Node]], mtime: Callable[[], float] | None = None):
+        self._make = make_children
+        self._mtime = mtime
+
+    def children(self) -> Mapping[str, Node]:
+        return self._make()
+
+    def mtime(self) -> float:
+        return self._mtime() if self._mtime else 0.0
+
+
+class BytesFile(FileNode):
+    """A file whose whole content is rendered once by a function (YAML, CSV, text).
+
+    The render is done lazily on the first size() or read(); an exception from
+    it becomes ViewError on every access.
+    """
+
+    def __init__(self, render: Callable[[], bytes], immutable: bool = False, mtime: float = 0.0):
+        self._render = render
+        self._data: bytes | None = None
+        self.immutable = immutable
+        self._mtime = mtime
+
+    def data(self) -> bytes:
+        if self._data is None:
+            self._data = self._render()
+        return self._data
+
+    def size(self) -> int:
+        return len(self.data())
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.data()[offset:offset + size]
+
+    def mtime(self) -> float:
+        return self._mtime
+
+
+def resolve(root: DirNode, path: str) -> Node:
+    """The node at `path` ('/'-separated, relative to root); KeyError if absent."""
+    node: Node = root
+    for part in path.strip("/").split("/"):
+        if not part:
+            continue
+        if not isinstance(node, DirNode):
+            raise KeyError(path)
+        node = node.children()[part]
+    return node

@@ -1,0 +1,46 @@
+"""The text of README.txt at the root of every mount."""
+
+README_TEXT = """\
+tdbfs: a read-only view of a TileDB array's on-disk structures
+================================================================
+
+Every file here is computed from the array's own files on demand; nothing is
+ever written to the array. Sizes are exact, so cat, less, cp, grep, diff, jq and
+yq work on every file. A file that cannot be built (corrupt or truncated input,
+an unsupported filter) reads as an I/O error; the reason, with the file and byte
+offset, is listed under `problems` in array.yaml and in the fragment's
+fragment.yaml.
+
+  array.yaml              array-wide summary: path, dense/sparse, format versions,
+                          counts and sizes, problems found so far
+  schema/                 every schema file decoded (__schema/* and the legacy
+                          __array_schema.tdb); current.yaml links to the latest;
+                          enumerations/ holds the decoded __schema/__enumerations
+  metadata/               array metadata: merged.yaml (all __meta files applied in
+                          timestamp order, deletions applied, vacuumed files
+                          skipped) and one YAML per __meta file
+  commits/                every __commits file decoded (.wrt .del .upd .vac .ign .con)
+  fragment_meta/          __fragment_meta/*.meta consolidated footers, decoded
+  fragments/<name>/       one folder per fragment, named as on disk:
+    fragment.yaml         parsed name (t1, t2, uuid, version), dense/sparse, cell
+                          and tile counts, non-empty domain, files, commit state,
+                          problems
+    footer.yaml           every footer field in spec order
+    rtree/level_N.csv     R-tree MBRs; level_0 is the root, the last level has one
+                          MBR per data tile
+    tiles.csv             per data tile: offsets and sizes in every data file,
+                          mins, maxes, sums and null counts
+    attrs/<stem>/         per attribute data file stem (a0, a1, ...; t, dt, dci):
+      info.yaml           attribute name, type, cell_val_num, nullable, filters
+      tile_K.bin          tile K with every filter reversed (var-sized: the
+                          tile's uint64 offsets, restarting at 0 in each tile)
+      tile_K.var.bin      var-sized: tile K's values
+      tile_K.validity.bin nullable: tile K's validity bytes (0 = null)
+      tile_K.txt          tile K's cells, one JSON value per line
+      tile_K.yaml         where tile K is on disk, its chunks, the filters
+                          reversed and what each recorded, checksum results
+    dims/<stem>/          the same for dimension files (d0, d1, ...)
+    raw/                  the fragment's files, byte for byte
+
+Tile numbers K start at 0 and follow the order of tiles in the data file.
+"""

@@ -1,0 +1,141 @@
+"""Rendering plain data as the text formats of the tree: YAML, CSV, one-JSON-value-per-line text."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import yaml
+
+
+def plain(value):
+    """Convert numpy scalars/arrays, bytes, tuples and dataclass-ish values to YAML-safe data."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [plain(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return plain(value.item())
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        try:
+            text = raw.decode("utf-8")
+            if text.isprintable():
+                return text
+        except UnicodeDecodeError:
+            pass
+        return "0x" + raw.hex()
+    return value
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _represent_list(dumper, data):
+    # Short lists of scalars (ranges, MBRs, offsets of a few fields) read best on one line.
+    flow = len(data) <= 16 and all(not isinstance(v, (list, dict)) for v in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+def _represent_str(dumper, data):
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+def _represent_float(dumper, data):
+    if math.isnan(data):
+        return dumper.represent_scalar("tag:yaml.org,2002:float", ".nan")
+    if math.isinf(data):
+        return dumper.represent_scalar("tag:yaml.org,2002:float", ".inf" if data > 0 else "-.inf")
+    return dumper.represent_scalar("tag:yaml.org,2002:float", repr(data))
+
+
+_Dumper.add_representer(list, _represent_list)
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(float, _represent_float)
+
+
+def to_yaml(data) -> bytes:
+    return yaml.dump(plain(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=False, width=120).encode("utf-8")
+
+
+def to_csv(header: list[str], rows) -> bytes:
+    out = io.StringIO()
+    out.write(",".join(header) + "\n")
+    for row in rows:
+        out.write(",".join(_csv_cell(v) for v in row) + "\n")
+    return out.getvalue().encode("utf-8")
+
+
+def _csv_cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (bytes, bytearray)):
+        v = plain(v)
+    if isinstance(v, float):
+        return repr(v)
+    s = str(v)
+    if any(c in s for c in ',"\n\r'):
+        return '"' + s.replace('"', '""') + '"'
+    return s
+
+
+# -- tile cells as text: one JSON value per line --------------------------------
+
+def _numbers_as_text(values: np.ndarray) -> np.ndarray:
+    """Vectorised text of numeric values; NaN and infinities as JSON-ish tokens."""
+    if values.dtype.kind == "f":
+        text = values.astype(str)
+        text = np.where(np.isnan(values), "NaN", text)
+        text = np.where(np.isposinf(values), "Infinity", text)
+        text = np.where(np.isneginf(values), "-Infinity", text)
+        return text
+    if values.dtype.kind == "b":
+        return np.where(values, "true", "false")
+    return values.astype(str)
+
+
+def fixed_cells_text(values: np.ndarray, cell_val_num: int, is_string: bool, validity: np.ndarray | None) -> bytes:
+    """Text of fixed-size cells: one line per cell; multi-value cells as JSON lists."""
+    if is_string:
+        raw = values.tobytes()
+        n = len(values) // max(cell_val_num, 1)
+        width = cell_val_num * values.dtype.itemsize
+        lines = [json.dumps(raw[i * width:(i + 1) * width].decode("utf-8", errors="backslashreplace"))
+                 for i in range(n)]
+        lines = np.array(lines, dtype=object)
+    else:
+        text = _numbers_as_text(values)
+        if cell_val_num > 1:
+            n = len(values) // cell_val_num
+            text = text[:n * cell_val_num].reshape(n, cell_val_num)
+            lines = np.array(["[" + ", ".join(row) + "]" for row in text.tolist()], dtype=object)
+        else:
+            lines = text.astype(object)
+    if validity is not None and len(validity) == len(lines):
+        lines = np.where(validity == 0, "null", lines)
+    return ("\n".join(lines.tolist()) + ("\n" if len(lines) else "")).encode("utf-8")
+
+
+def var_cells_text(offsets: np.ndarray, data: bytes, dtype: np.dtype, is_string: bool, validity: np.ndarray | None) -> bytes:
+    """Text of var-sized cells from tile-relative offsets and the values bytes."""
+    offsets = offsets.astype(np.int64)
+    ends = np.concatenate([offsets[1:], np.array([len(data)], np.int64)]) if len(offsets) else offsets
+    lines = []
+    for i, (s, e) in enumerate(zip(offsets.tolist(), ends.tolist())):
+        if validity is not None and i < len(validity) and validity[i] == 0:
+            lines.append("null")
+            continue
+        chunk = data[s:e]
+        if is_string and dtype.itemsize == 1:
+            lines.append(json.dumps(chunk.decode("utf-8", errors="backslashreplace")))
+        else:
+            vals = np.frombuffer(chunk[: len(chunk) - len(chunk) % dtype.itemsize], dtype)
+            lines.append("[" + ", ".join(_numbers_as_text(vals).tolist()) + "]")
+    return ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")

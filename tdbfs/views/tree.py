@@ -1,0 +1,123 @@
+"""The root of the tree (VIEWS.md) and its array-level folders."""
+
+from __future__ import annotations
+
+import os
+
+from ..store import ArrayStore
+from .common import KeyedDir, LiveFile, guarded, yaml_file
+from .nodes import BytesFile, DirNode, DynamicDir, StaticDir, SymlinkNode
+from .readme import README_TEXT
+from .render import to_yaml
+from . import array_views
+from .fragment_views import fragment_dir
+
+
+def build_root(store: ArrayStore) -> DirNode:
+    mtime = lambda: _mtime(store, "")
+    problems = store.problems
+
+    def children():
+        return {
+            "README.txt": readme,
+            "array.yaml": array_yaml,
+            "schema": schema_dir,
+            "metadata": metadata_dir,
+            "commits": commits_dir,
+            "fragment_meta": fragment_meta_dir,
+            "fragments": fragments_dir,
+        }
+
+    readme = BytesFile(lambda: README_TEXT.encode(), immutable=True)
+    array_yaml = LiveFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"))
+    schema_dir = _schema_dir(store)
+    metadata_dir = KeyedDir(
+        lambda: ["merged.yaml"] + [os.path.basename(f) + ".yaml" for f in store.metadata_files()],
+        lambda name: _metadata_file(store, name), mtime=lambda: _mtime(store, "__meta"))
+    commits_dir = KeyedDir(
+        lambda: [os.path.basename(f) + ".yaml" for f in store.commit_files()],
+        lambda name: _commit_file(store, name), mtime=lambda: _mtime(store, "__commits"))
+    fragment_meta_dir = KeyedDir(
+        lambda: [os.path.basename(f) + ".yaml" for f in store.fragment_meta_files()],
+        lambda name: _fragment_meta_file(store, name), mtime=lambda: _mtime(store, "__fragment_meta"))
+    fragments_dir = KeyedDir(
+        lambda: [os.path.basename(p) for p in store.fragment_paths()],
+        lambda name: fragment_dir(store, _fragment_path(store, name)), mtime=lambda: _mtime(store, "__fragments"))
+    return DynamicDir(children, mtime)
+
+
+def _mtime(store: ArrayStore, rel: str) -> float:
+    try:
+        return store.stat(rel).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _fragment_path(store: ArrayStore, name: str) -> str:
+    for p in store.fragment_paths():
+        if os.path.basename(p) == name:
+            return p
+    raise KeyError(name)
+
+
+def _schema_dir(store: ArrayStore) -> DirNode:
+    def names():
+        out = [os.path.basename(f) + ".yaml" for f in store.schema_files()]
+        latest = store.latest_schema_file()
+        if latest:
+            out.append("current.yaml")
+        if store.isdir("__schema/__enumerations"):
+            out.append("enumerations")
+        return out
+
+    def make(name):
+        if name == "current.yaml":
+            return _CurrentSchemaLink(store)
+        if name == "enumerations":
+            return KeyedDir(lambda: [os.path.basename(f) + ".yaml" for f in store.enumeration_files()],
+                            lambda n: _enumeration_file(store, n))
+        rel = _schema_rel(store, name[:-5])
+        return yaml_file(lambda: array_views.schema_view(store, rel), store.problems, rel, "array schema")
+
+    return KeyedDir(names, make, mtime=lambda: _mtime(store, "__schema"))
+
+
+class _CurrentSchemaLink(SymlinkNode):
+    def __init__(self, store):
+        self._store = store
+
+    @property
+    def target(self) -> str:
+        latest = self._store.latest_schema_file()
+        return os.path.basename(latest) + ".yaml" if latest else ""
+
+
+def _schema_rel(store: ArrayStore, base: str) -> str:
+    return base if base == "__array_schema.tdb" else f"__schema/{base}"
+
+
+def _enumeration_file(store, name):
+    rel = f"__schema/__enumerations/{name[:-5]}"
+    return yaml_file(lambda: array_views.enumeration_view(store, rel), store.problems, rel, "enumeration")
+
+
+def _metadata_file(store, name):
+    if name == "merged.yaml":
+        return LiveFile(guarded(lambda: to_yaml(array_views.merged_metadata(store)), store.problems,
+                                "__meta", "array metadata"))
+    rel = f"__meta/{name[:-5]}"
+    return yaml_file(lambda: array_views.metadata_file_view(store, rel), store.problems, rel, "array metadata")
+
+
+def _commit_file(store, name):
+    base = name[:-5]
+    rel = f"__commits/{base}" if store.isdir("__commits") and os.path.exists(store.abspath(f"__commits/{base}")) else base
+    return yaml_file(lambda: array_views.commit_view(store, rel), store.problems, rel, "commit file",
+                     immutable=False)
+
+
+def _fragment_meta_file(store, name):
+    base = name[:-5]
+    rel = f"__fragment_meta/{base}" if os.path.exists(store.abspath(f"__fragment_meta/{base}")) else base
+    return yaml_file(lambda: array_views.fragment_meta_view(store, rel), store.problems, rel,
+                     "consolidated fragment metadata")
