@@ -88,7 +88,8 @@ def fuse_problem() -> Optional[str]:
         return ("libfuse is not installed (install it: apt-get install fuse3, "
                 "or apt-get install libfuse2)")
     if mfusepy is None:
-        return f"cannot load libfuse from {path}: {_MFUSEPY_ERROR}"
+        return (f"cannot load libfuse from {path} ({_MFUSEPY_ERROR}); install it: apt-get install fuse3, "
+                "or apt-get install libfuse2")
     if not os.path.exists("/dev/fuse"):
         return ("/dev/fuse is missing (load the kernel module: modprobe fuse; "
                 "in a container run it with --device /dev/fuse --cap-add SYS_ADMIN)")
@@ -321,6 +322,7 @@ class TdbfsOperations(_OperationsBase):
         self._fh_counter = itertools.count(1)
         self._ttl = self.options.lookup_ttl()
         self._listings: dict[str, tuple[Mapping[str, Node], float]] = {}
+        self._next_prune = 0.0
         self._logged: set = set()
 
     # -- helpers -----------------------------------------------------------------
@@ -346,8 +348,12 @@ class TdbfsOperations(_OperationsBase):
                 return hit[0]
         kids = node.children()
         if self._ttl > 0:
-            if len(self._listings) > 20000:
-                self._listings.clear()
+            if now >= self._next_prune or len(self._listings) > 20000:
+                # drop expired listings so vanished folders (and their nodes) are freed
+                self._listings = {k: v for k, v in self._listings.items() if v[1] > now}
+                if len(self._listings) > 20000:
+                    self._listings = {}
+                self._next_prune = now + max(10 * self._ttl, 5.0)
             self._listings[dpath] = (kids, now + self._ttl)
         return kids
 
@@ -376,7 +382,7 @@ class TdbfsOperations(_OperationsBase):
         mtime = node.mtime()
         ns = int(mtime * 1e9) if mtime else self.mount_time_ns
         st = {
-            "st_mode": node.mode & ~_WRITE_BITS,
+            "st_mode": node.mode if isinstance(node, SymlinkNode) else node.mode & ~_WRITE_BITS,
             "st_uid": self.uid,
             "st_gid": self.gid,
             "st_nlink": 1,
@@ -602,9 +608,9 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
     kwargs = options.fuse_kwargs()
     log.info("mounting on %s with libfuse %s.%s (%s): %s", mountpoint, mfusepy.fuse_version_major,
              mfusepy.fuse_version_minor, getattr(mfusepy, "_libfuse_path", "?"),
-             ",".join(k if v is True else f"{k}={v}" for k, v in kwargs.items()))
+             ",".join(k if v is True else f"{k}={v}" for k, v in kwargs.items() if v is not False))
     try:
         mfusepy.FUSE(ops, mountpoint, raw_fi=True, **kwargs)
     except RuntimeError as exc:
-        raise MountError(f"libfuse could not mount {mountpoint} (status {exc})") from None
+        raise MountError(f"libfuse could not mount {mountpoint}") from None
     log.info("unmounted %s", mountpoint)

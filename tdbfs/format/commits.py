@@ -63,8 +63,8 @@ def normalize_vacuum_path(line: str) -> str:
     return line.rstrip("/").rsplit("/", 1)[-1]
 
 
-def parse_vacuum_file(data, file: str) -> list[TextEntry]:
-    """Entries of a `.vac` file; empty lines are skipped."""
+def parse_vacuum_entries(data, file: str) -> list[TextEntry]:
+    """Entries of a `.vac` file with their lines and offsets; empty lines are skipped."""
     out = []
     for pos, text in _lines(data, file, "vacuum file"):
         if text:
@@ -72,10 +72,20 @@ def parse_vacuum_file(data, file: str) -> list[TextEntry]:
     return out
 
 
-def parse_ignore_file(data, file: str) -> list[TextEntry]:
+def parse_vacuum_file(data, file: str) -> list[str]:
+    """A `.vac` file as paths relative to the array root (`__fragments/…`, `__meta/…`, or a root name)."""
+    return [e.path for e in parse_vacuum_entries(data, file)]
+
+
+def parse_ignore_entries(data, file: str) -> list[TextEntry]:
     """Entries of a `.ign` file (URIs relative to the array URI); empty lines are skipped."""
     return [TextEntry(text, text.lstrip("/"), pos)
             for pos, text in _lines(data, file, "ignore file") if text]
+
+
+def parse_ignore_file(data, file: str) -> list[str]:
+    """A `.ign` file as marker paths relative to the array root (e.g. `__commits/__…_22.wrt`)."""
+    return [e.path for e in parse_ignore_entries(data, file)]
 
 
 @dataclass(frozen=True)
@@ -91,7 +101,23 @@ class ConsolidatedCommit:
     embedded: bytes | None = None        # .del only: the embedded .del file (a generic tile)
 
 
-def parse_consolidated_commits(data, file: str) -> list[ConsolidatedCommit]:
+@dataclass(frozen=True)
+class ConsolidatedCommits:
+    """A decoded `.con` file (iterable over its entries)."""
+
+    entries: tuple[ConsolidatedCommit, ...]
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, i):
+        return self.entries[i]
+
+
+def parse_consolidated_commits(data, file: str) -> ConsolidatedCommits:
     """Entries of a `.con` file, with the `.del` files embedded after their lines."""
     data = bytes(data)
     out = []
@@ -120,22 +146,23 @@ def parse_consolidated_commits(data, file: str) -> list[ConsolidatedCommit]:
             out.append(ConsolidatedCommit(line, line.lstrip("/"), kind, start, at, size, blob))
         else:
             out.append(ConsolidatedCommit(line, line.lstrip("/"), kind, start))
-    return out
+    return ConsolidatedCommits(tuple(out))
 
 
 def text_entries_to_dict(entries: list[TextEntry]) -> list[dict]:
     return [{"line": e.line, "path": e.path, "offset": e.offset} for e in entries]
 
 
-def consolidated_commits_to_dict(entries: list[ConsolidatedCommit]) -> list[dict]:
+def consolidated_commits_to_dict(con) -> dict:
+    """`{"entries": [{path, kind, offset[, embedded_offset, embedded_size]}...]}`."""
     out = []
-    for e in entries:
+    for e in con:
         d = {"path": e.path, "kind": e.kind, "offset": e.offset}
         if e.embedded is not None:
             d["embedded_offset"] = e.embedded_offset
             d["embedded_size"] = e.embedded_size
         out.append(d)
-    return out
+    return {"entries": out}
 
 
 # ---------------------------------------------------------------------------
@@ -146,7 +173,7 @@ OPS = {0: "LT", 1: "LE", 2: "GT", 3: "GE", 4: "EQ", 5: "NE", 6: "IN", 7: "NOT_IN
 OP_SYMBOLS = {0: "<", 1: "<=", 2: ">", 3: ">=", 4: "=", 5: "<>"}
 COMBINATION_OPS = {0: "AND", 1: "OR", 2: "NOT"}
 NODE_EXPRESSION, NODE_VALUE = 0, 1
-MAX_DEPTH = 512
+MAX_DEPTH = 128     # TileDB's trees are shallow; this bounds Python recursion
 
 
 @dataclass(frozen=True)
@@ -236,8 +263,10 @@ def _parse_node(cur: Cursor, depth: int) -> ConditionNode:
             raise cur.error(f"unknown combination op {combo}", offset=at)
         n = cur.u64("children count")
         cur.count(n, 10, "children")
-        children = tuple(_parse_node(cur, depth + 1) for _ in range(n))
-        return ConditionExpression(combo, children, start)
+        children = []
+        for _ in range(n):
+            children.append(_parse_node(cur, depth + 1))
+        return ConditionExpression(combo, tuple(children), start)
     raise cur.error(f"unknown node type {node_type} (0 expression, 1 value)", offset=start)
 
 
@@ -316,8 +345,11 @@ def condition_to_text(node: ConditionNode | None, types: dict[str, Datatype] | N
     return joiner.join(f"({condition_to_text(c, types)})" for c in node.children)
 
 
-def condition_to_dict(node: ConditionNode | None, types: dict[str, Datatype] | None = None):
+def condition_to_dict(node, types: dict[str, Datatype] | None = None):
+    """The tree as nested dicts (a ConditionCommit is passed on to condition_commit_to_dict)."""
     types = types or {}
+    if isinstance(node, ConditionCommit):
+        return condition_commit_to_dict(node, types)
     if node is None:
         return None
     if isinstance(node, ConditionExpression):
@@ -340,9 +372,8 @@ def condition_to_dict(node: ConditionNode | None, types: dict[str, Datatype] | N
 def condition_commit_to_dict(commit: ConditionCommit, types: dict[str, Datatype] | None = None) -> dict:
     """`.del` / `.upd` view: the stored (negated) condition as text and tree, plus update values."""
     types = types or {}
-    out = {"kind": "update" if commit.is_update else "delete",
-           "stored_condition": condition_to_text(commit.condition, types),
-           "deleted_cells" if not commit.is_update else "updated_cells":
+    out = {"stored_condition": condition_to_text(commit.condition, types),
+           "deletes_cells_where" if not commit.is_update else "updates_cells_where":
                _user_condition_text(commit.condition, types),
            "condition": condition_to_dict(commit.condition, types)}
     if commit.is_update:

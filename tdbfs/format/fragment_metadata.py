@@ -24,6 +24,7 @@ from .datatypes import DATATYPES, VAR_NUM, Datatype, decode_scalar
 from .errors import FormatError
 
 FRAGMENT_METADATA_FILE = "__fragment_metadata.tdb"
+LEGACY_SCHEMA_NAME = "__array_schema.tdb"     # the only schema of formats 1-9
 
 #: Newest format version whose footer layout this module knows (v23: optional sections).
 MAX_FOOTER_VERSION = 23
@@ -557,6 +558,32 @@ def peek_footer_schema_name(data, file: str, offset: int = 0, *, base: int = 0,
     return version, cur.string(n, "array schema name")
 
 
+def read_footer(data, file_size: int, name_version: int | None, schemas,
+                file: str = FRAGMENT_METADATA_FILE) -> Footer:
+    """Locate, pick the schema for, and decode the footer of a `__fragment_metadata.tdb`.
+
+    `data` is the whole file or a tail of it (its last `len(data)` bytes) that
+    holds the whole footer; `schemas` maps schema file names (and
+    `LEGACY_SCHEMA_NAME` for `__array_schema.tdb`) to ArraySchema. Offsets in
+    the result and in errors are file offsets.
+    """
+    start = file_size - len(data)
+    try:
+        off, length = locate_footer(data, file_size, name_version, schemas.get(LEGACY_SCHEMA_NAME), file)
+    except ValueError as exc:
+        raise FormatError(file, "fragment metadata footer", 0, str(exc)) from None
+    if off < start:
+        raise FormatError(file, "fragment metadata footer", off,
+                          f"the footer starts at byte {off} but only bytes from {start} were given")
+    _, schema_name = peek_footer_schema_name(data, file, off - start, base=start)
+    key = schema_name if schema_name is not None else LEGACY_SCHEMA_NAME
+    schema = schemas.get(key)
+    if schema is None:
+        raise FormatError(file, "fragment metadata footer", off + 12 if schema_name else off,
+                          f"the fragment's schema {key} is not among the array's schemas")
+    return parse_footer(data, file, schema, off - start, length, name_version, base=start)
+
+
 def _plain(value):
     if isinstance(value, (np.generic,)):
         return value.item()
@@ -799,9 +826,10 @@ class FragmentFieldSummary:
 
 
 def _summary_value(raw: bytes, f: Field):
-    if not raw:
-        return None
     dt = f.datatype
+    if not raw:
+        # An empty string is a valid min/max of a string field; elsewhere nothing was stored.
+        return b"" if f.has_min_max and dt.is_string else None
     if dt is None or f.kind == COORDS or dt.is_string or len(raw) != dt.size:
         return raw
     return np.frombuffer(raw, dt.dtype)[0].item()

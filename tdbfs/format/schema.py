@@ -26,7 +26,7 @@ from .datatypes import (
     enum_name,
 )
 from .errors import FormatError
-from .filters import FilterPipeline, parse_pipeline, pipeline_to_dict
+from .filters import EMPTY_PIPELINE, FilterPipeline, parse_pipeline, pipeline_to_dict
 
 # Highest format version whose schema layout we know. 23 only changed fragment
 # footers (optional sections), its schema layout is that of 22.
@@ -264,7 +264,7 @@ def _parse_dimension(cur: Cursor, version: int, domain_type: Datatype | None, in
     else:
         dt = domain_type
         cell_val_num = VAR_NUM if dt.is_string else 1
-        filters = FilterPipeline(0, ())
+        filters = EMPTY_PIPELINE   # not stored before v5 (TileDB's default-constructed pipeline)
         domain_len = 2 * dt.size
     domain_at = cur.pos
     domain_raw = cur.bytes(domain_len, "dimension domain")

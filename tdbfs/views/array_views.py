@@ -185,10 +185,22 @@ def commit_view(store, rel: str) -> dict:
         out["kind"] = "delete condition" if base.endswith(".del") else "update condition"
         out["generic_tile"] = _gtile_info(store, rel)
         parse = commits.parse_delete_condition if base.endswith(".del") else commits.parse_update_condition
-        out.update(commits.condition_to_dict(parse(_payload(store, rel), rel)))
+        out.update(commits.condition_to_dict(parse(_payload(store, rel), rel), _field_types(store)))
     else:
         out["kind"] = "unknown"
     return out
+
+
+def _field_types(store) -> dict:
+    """Field name -> Datatype from the latest schema, so condition values read as values, not hex."""
+    latest = store.latest_schema_file()
+    if not latest:
+        return {}
+    try:
+        schema = store.schema(latest)
+    except Exception:
+        return {}
+    return {f.name: f.datatype for f in (*schema.dimensions, *schema.attributes)}
 
 
 def fragment_meta_view(store, rel: str) -> dict:

@@ -6,7 +6,7 @@ import os
 
 from ..store import ArrayStore
 from .common import KeyedDir, LiveFile, guarded, yaml_file
-from .nodes import BytesFile, DirNode, DynamicDir, StaticDir, SymlinkNode
+from .nodes import BytesFile, DirNode, DynamicDir, StaticDir, SymlinkNode, ViewError
 from .readme import README_TEXT
 from .render import to_yaml
 from . import array_views
@@ -18,7 +18,7 @@ def build_root(store: ArrayStore) -> DirNode:
     problems = store.problems
 
     def children():
-        return {
+        out = {
             "README.txt": readme,
             "array.yaml": array_yaml,
             "schema": schema_dir,
@@ -27,6 +27,9 @@ def build_root(store: ArrayStore) -> DirNode:
             "fragment_meta": fragment_meta_dir,
             "fragments": fragments_dir,
         }
+        if store.isdir("__labels"):
+            out["labels"] = labels_dir
+        return out
 
     readme = BytesFile(lambda: README_TEXT.encode(), immutable=True)
     array_yaml = LiveFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"))
@@ -43,7 +46,25 @@ def build_root(store: ArrayStore) -> DirNode:
     fragments_dir = KeyedDir(
         lambda: [os.path.basename(p) for p in store.fragment_paths()],
         lambda name: fragment_dir(store, _fragment_path(store, name)), mtime=lambda: _mtime(store, "__fragments"))
+    labels_dir = KeyedDir(lambda: [n for n in store.listdir("__labels") if store.isdir(f"__labels/{n}")],
+                          lambda name: _label_array(store, name), mtime=lambda: _mtime(store, "__labels"))
     return DynamicDir(children, mtime)
+
+
+def _label_array(store: ArrayStore, name: str) -> DirNode:
+    """A dimension label is a whole TileDB array of its own: shown with the same tree."""
+    holder = {}
+
+    def children():
+        if "root" not in holder:
+            try:
+                holder["root"] = build_root(ArrayStore(store.abspath(f"__labels/{name}"), store.cache.capacity))
+            except Exception as exc:
+                problem = store.problems.add_error(exc, f"__labels/{name}", "dimension label array")
+                raise ViewError(problem["message"]) from None
+        return holder["root"].children()
+
+    return DynamicDir(children, lambda: _mtime(store, f"__labels/{name}"))
 
 
 def _mtime(store: ArrayStore, rel: str) -> float:

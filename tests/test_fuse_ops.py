@@ -1,0 +1,693 @@
+"""The FUSE adapter: unit tests on a toy tree, and real mounts of that tree read with real tools."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from tdbfs import fuse_ops
+from tdbfs.fuse_ops import FuseOptions, FuseOSError, TdbfsOperations
+from tdbfs.views.nodes import BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
+
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+HELLO = b"hello world\nsecond line\n"
+TEXT = b"".join(b"line %05d %s\n" % (i, b"needle" if i % 100 == 7 else b"hay") for i in range(5000))
+MTIME = 1_700_000_000.5
+
+
+def pattern(size: int) -> bytes:
+    """Deterministic non-repeating-looking bytes."""
+    block = hashlib.sha256(b"tdbfs").digest() * 2048  # 64 KiB
+    reps = size // len(block) + 1
+    data = bytearray(block * reps)[:size]
+    for i in range(0, size, 4096):
+        data[i:i + 8] = i.to_bytes(8, "little")
+    return bytes(data[:size])
+
+
+class ChunkedFile(FileNode):
+    """A large immutable file produced piece by piece (like a decoded tile)."""
+
+    immutable = True
+
+    def __init__(self, size: int):
+        self._size = size
+        self.reads = 0
+
+    def size(self):
+        return self._size
+
+    def read(self, offset, size):
+        self.reads += 1
+        end = min(self._size, offset + size)
+        return pattern_slice(offset, end)
+
+    def mtime(self):
+        return MTIME
+
+
+_PATTERN_CACHE: dict = {}
+
+
+def pattern_slice(start: int, end: int) -> bytes:
+    key = "p"
+    if key not in _PATTERN_CACHE:
+        _PATTERN_CACHE[key] = pattern(32 << 20)
+    data = _PATTERN_CACHE[key]
+    if end <= len(data):
+        return data[start:end]
+    return pattern(end)[start:end]
+
+
+class ReadFails(FileNode):
+    """stat works (100 bytes) but every read is a ViewError."""
+
+    immutable = True
+
+    def size(self):
+        return 100
+
+    def read(self, offset, size):
+        raise ViewError("tile 3: zstd frame corrupt at byte 4242 of a0.tdb")
+
+
+class ReadCrashes(FileNode):
+    """A bug in a view: read raises something unexpected."""
+
+    def size(self):
+        return 10
+
+    def read(self, offset, size):
+        raise ZeroDivisionError("bug in a view")
+
+
+class MemoryviewFile(FileNode):
+    def size(self):
+        return 6
+
+    def read(self, offset, size):
+        return memoryview(bytearray(b"mview!"))[offset:offset + size]
+
+
+def _broken():
+    raise ViewError("footer truncated at byte 17 of __fragment_metadata.tdb")
+
+
+def make_toy_root(backing_dir: str | None = None, many: int = 0, big: int = 3 << 20) -> DirNode:
+    """The toy tree every test uses.
+
+    /hello.txt  /data.bin  /text.txt  /big.bin  /link -> hello.txt  /sub/nested.txt  /sub/deeper/x
+    /broken.yaml (render fails: stat is EIO)  /readfail.bin (read is EIO)  /crash.bin (bug: EIO)
+    /dyn/ (files of `backing_dir`, re-listed each time)  /many/ (`many` small files)
+    /live.yaml (re-rendered, grows at each render)
+    """
+    counter = {"n": 0}
+
+    def live():
+        counter["n"] += 1
+        return b"renders: %d\n" % counter["n"] + b"x" * counter["n"]
+
+    class Live(BytesFile):
+        def size(self):
+            self._data = self._render()
+            return len(self._data)
+
+    def dyn_children():
+        out = {}
+        if backing_dir and os.path.isdir(backing_dir):
+            for name in sorted(os.listdir(backing_dir)):
+                p = os.path.join(backing_dir, name)
+                out[name] = BytesFile(lambda p=p: open(p, "rb").read())
+        return out
+
+    big_file = ChunkedFile(big)
+    mutable_file = ChunkedFile(64 << 10)
+    mutable_file.immutable = False
+
+    def stats():
+        return b"big=%d mutable=%d\n" % (big_file.reads, mutable_file.reads)
+
+    deeper = StaticDir(lambda: {"x": BytesFile(lambda: b"x\n", immutable=True)}, immutable=True)
+    sub = StaticDir(lambda: {"nested.txt": BytesFile(lambda: b"nested\n", immutable=True, mtime=MTIME),
+                             "deeper": deeper}, immutable=True, mtime=MTIME)
+    many_dir = StaticDir(lambda: {f"f{i:05d}.txt": BytesFile(lambda i=i: b"%d\n" % i, immutable=True)
+                                  for i in range(many)}, immutable=True)
+    children = {
+        "hello.txt": BytesFile(lambda: HELLO, immutable=True, mtime=MTIME),
+        "data.bin": BytesFile(lambda: bytes(range(256)) * 1000, immutable=True),
+        "text.txt": BytesFile(lambda: TEXT, immutable=True),
+        "big.bin": big_file,
+        "mutable.bin": mutable_file,
+        "stats": Live(stats),
+        "link": SymlinkNode("hello.txt"),
+        "sub": sub,
+        "broken.yaml": BytesFile(_broken),
+        "readfail.bin": ReadFails(),
+        "crash.bin": ReadCrashes(),
+        "mview.bin": MemoryviewFile(),
+        "dyn": DynamicDir(dyn_children, mtime=lambda: MTIME),
+        "many": many_dir,
+        "live.yaml": Live(live),
+    }
+    return StaticDir(lambda: children, mtime=MTIME)
+
+
+# =========================================================================== unit tests
+
+@pytest.fixture
+def ops(tmp_path):
+    backing = tmp_path / "backing"
+    backing.mkdir()
+    (backing / "a.txt").write_bytes(b"A\n")
+    o = TdbfsOperations(make_toy_root(str(backing), many=20), FuseOptions())
+    o.backing = backing
+    return o
+
+
+def fi(flags=os.O_RDONLY):
+    return SimpleNamespace(flags=flags, fh=0, keep_cache=0, direct_io=0)
+
+
+def errno_of(call, *args):
+    with pytest.raises(FuseOSError) as info:
+        call(*args)
+    return info.value.errno
+
+
+def test_getattr_root_and_dirs(ops):
+    st = ops.getattr("/")
+    assert stat.S_ISDIR(st["st_mode"]) and st["st_mode"] & 0o777 == 0o555
+    assert st["st_nlink"] == 2
+    assert st["st_uid"] == os.getuid() and st["st_gid"] == os.getgid()
+    assert st["st_mtime"] == int(MTIME * 1e9)
+    sub = ops.getattr("/sub/deeper")
+    assert stat.S_ISDIR(sub["st_mode"]) and sub["st_nlink"] == 2
+
+
+def test_getattr_file_exact_size_readonly_mode(ops):
+    st = ops.getattr("/hello.txt")
+    assert stat.S_ISREG(st["st_mode"])
+    assert st["st_mode"] & 0o777 == 0o444
+    assert st["st_size"] == len(HELLO)
+    assert st["st_blocks"] == 1
+    assert st["st_mtime"] == int(MTIME * 1e9)
+    assert ops.getattr("/big.bin")["st_size"] == 3 << 20
+    assert ops.getattr("/data.bin")["st_size"] == 256000
+    # a node without an mtime shows the mount time, not 1970
+    assert ops.getattr("/data.bin")["st_mtime"] == ops.mount_time_ns
+
+
+def test_getattr_symlink(ops):
+    st = ops.getattr("/link")
+    assert stat.S_ISLNK(st["st_mode"])
+    assert st["st_size"] == len("hello.txt")
+    assert ops.readlink("/link") == "hello.txt"
+    assert errno_of(ops.readlink, "/hello.txt") == errno.EINVAL
+
+
+def test_missing_paths_are_enoent(ops):
+    assert errno_of(ops.getattr, "/nope") == errno.ENOENT
+    assert errno_of(ops.getattr, "/sub/nope") == errno.ENOENT
+    assert errno_of(ops.getattr, "/hello.txt/x") == errno.ENOTDIR
+    assert errno_of(ops.readdir, "/nope", 0) == errno.ENOENT
+    assert errno_of(ops.open, "/nope", fi()) == errno.ENOENT
+
+
+def test_view_error_is_eio_and_logged(ops, caplog):
+    with caplog.at_level(logging.WARNING, logger="tdbfs.fuse"):
+        assert errno_of(ops.getattr, "/broken.yaml") == errno.EIO
+    assert "footer truncated at byte 17" in caplog.text
+    # the failure of one view does not touch the others
+    assert ops.getattr("/hello.txt")["st_size"] == len(HELLO)
+
+
+def test_read_view_error_is_eio(ops, caplog):
+    f = fi()
+    ops.open("/readfail.bin", f)
+    with caplog.at_level(logging.WARNING, logger="tdbfs.fuse"):
+        assert errno_of(ops.read, "/readfail.bin", 100, 0, f) == errno.EIO
+    assert "zstd frame corrupt at byte 4242" in caplog.text
+
+
+def test_unexpected_exception_is_eio_with_traceback(ops, caplog):
+    f = fi()
+    ops.open("/crash.bin", f)
+    with caplog.at_level(logging.ERROR, logger="tdbfs.fuse"):
+        assert errno_of(ops.read, "/crash.bin", 10, 0, f) == errno.EIO
+    assert "ZeroDivisionError" in caplog.text and "bug in a view" in caplog.text
+    assert "Traceback" in caplog.text
+
+
+def test_repeated_failures_are_logged_once(ops, caplog):
+    with caplog.at_level(logging.WARNING, logger="tdbfs.fuse"):
+        for _ in range(5):
+            errno_of(ops.getattr, "/broken.yaml")
+    assert caplog.text.count("footer truncated") == 1
+
+
+def test_readdir_has_modes(ops):
+    entries = ops.readdir("/", 0)
+    names = [e[0] for e in entries]
+    assert names[:2] == [".", ".."]
+    assert set(names[2:]) == {"hello.txt", "data.bin", "text.txt", "big.bin", "link", "sub", "broken.yaml",
+                              "readfail.bin", "crash.bin", "mview.bin", "dyn", "many", "live.yaml",
+                              "mutable.bin", "stats"}
+    modes = {name: mode for name, mode, _off in entries}
+    assert stat.S_ISDIR(modes["sub"]) and stat.S_ISREG(modes["hello.txt"]) and stat.S_ISLNK(modes["link"])
+    # readdir does not render files: the broken one is listed
+    assert stat.S_ISREG(modes["broken.yaml"])
+    assert [e[0] for e in ops.readdir("/many", 0)][2:] == [f"f{i:05d}.txt" for i in range(20)]
+    assert errno_of(ops.readdir, "/hello.txt", 0) == errno.ENOTDIR
+
+
+def test_dynamic_dir_changes_are_seen(ops):
+    assert [e[0] for e in ops.readdir("/dyn", 0)][2:] == ["a.txt"]
+    (ops.backing / "b.txt").write_bytes(b"BB\n")
+    # a new entry: found at once by readdir and by lookup (no stale negative answer)
+    assert [e[0] for e in ops.readdir("/dyn", 0)][2:] == ["a.txt", "b.txt"]
+    (ops.backing / "c.txt").write_bytes(b"CCC\n")
+    assert ops.getattr("/dyn/c.txt")["st_size"] == 4
+    (ops.backing / "a.txt").unlink()
+    assert [e[0] for e in ops.readdir("/dyn", 0)][2:] == ["b.txt", "c.txt"]
+    assert errno_of(ops.getattr, "/dyn/a.txt") == errno.ENOENT
+
+
+def test_open_read_release(ops):
+    f = fi()
+    assert ops.open("/hello.txt", f) == 0
+    assert f.fh > 0
+    assert f.keep_cache == 1  # immutable: page cache kept across opens
+    assert f.direct_io == 0
+    assert ops.read("/hello.txt", 5, 0, f) == b"hello"
+    assert ops.read("/hello.txt", 100, 6, f) == HELLO[6:]
+    assert ops.read("/hello.txt", 100, 1000, f) == b""
+    # fstat on the open file
+    assert ops.getattr("/hello.txt", f)["st_size"] == len(HELLO)
+    assert ops.release("/hello.txt", f) == 0
+    assert f.fh not in ops._handles
+
+
+def test_read_uses_the_handle_not_the_path(ops):
+    f = fi()
+    ops.open("/dyn/a.txt", f)
+    (ops.backing / "a.txt").unlink()
+    ops.readdir("/dyn", 0)
+    assert errno_of(ops.getattr, "/dyn/a.txt") == errno.ENOENT
+    # the open file still reads (the path is resolved once, at open)
+    assert ops.read("/dyn/a.txt", 10, 0, f) == b"A\n"
+
+
+def test_mutable_file_reads_the_snapshot_its_stat_measured(ops):
+    size = ops.getattr("/live.yaml")["st_size"]
+    f = fi()
+    ops.open("/live.yaml", f)
+    assert f.keep_cache == 0  # not immutable: re-read at every open
+    ops.getattr("/live.yaml")  # someone else stats it: it re-renders, longer
+    data = ops.read("/live.yaml", 4096, 0, f)
+    assert len(data) == size and data.startswith(b"renders: 1\n")
+    assert ops.getattr("/live.yaml", f)["st_size"] == size
+
+
+def test_big_chunked_reads(ops):
+    f = fi()
+    ops.open("/big.bin", f)
+    expected = pattern(3 << 20)
+    got = b"".join(ops.read("/big.bin", 131072, off, f) for off in range(0, 3 << 20, 131072))
+    assert got == expected
+
+
+def test_non_bytes_read_results_are_converted(ops):
+    f = fi()
+    ops.open("/mview.bin", f)
+    data = ops.read("/mview.bin", 4, 1, f)
+    assert type(data) is bytes and data == b"view"
+
+
+def test_open_for_writing_is_erofs(ops):
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_RDONLY | os.O_TRUNC, os.O_WRONLY | os.O_APPEND):
+        assert errno_of(ops.open, "/hello.txt", fi(flags)) == errno.EROFS
+    assert errno_of(ops.open, "/sub", fi()) == errno.EISDIR
+
+
+@pytest.mark.parametrize("name,args", [
+    ("write", ("/hello.txt", b"x", 0, 0)),
+    ("create", ("/new", 0o644, None)),
+    ("mkdir", ("/d", 0o755)),
+    ("mknod", ("/n", 0o644, 0)),
+    ("unlink", ("/hello.txt",)),
+    ("rmdir", ("/sub",)),
+    ("rename", ("/hello.txt", "/x")),
+    ("symlink", ("/l2", "hello.txt")),
+    ("link", ("/l3", "/hello.txt")),
+    ("chmod", ("/hello.txt", 0o777)),
+    ("chown", ("/hello.txt", 0, 0)),
+    ("truncate", ("/hello.txt", 0)),
+    ("utimens", ("/hello.txt", None)),
+    ("setxattr", ("/hello.txt", "user.x", b"1", 0)),
+    ("removexattr", ("/hello.txt", "user.x")),
+    ("fallocate", ("/hello.txt", 0, 0, 10, 0)),
+])
+def test_write_ops_are_erofs(ops, name, args):
+    assert errno_of(getattr(ops, name), *args) == errno.EROFS
+    assert ops.getattr("/hello.txt")["st_size"] == len(HELLO)
+
+
+def test_statfs(ops):
+    st = ops.statfs("/")
+    assert st["f_namemax"] == 255 and st["f_bsize"] > 0 and st["f_frsize"] == 4096
+
+
+def test_fuse_options_defaults():
+    kw = FuseOptions().fuse_kwargs()
+    assert kw["ro"] is True and kw["default_permissions"] is True
+    assert kw["fsname"] == "tdbfs" and kw["subtype"] == "tdbfs"
+    assert kw["nothreads"] is True and kw["foreground"] is True
+    assert kw["attr_timeout"] == "1" and kw["entry_timeout"] == "1" and kw["negative_timeout"] == "0"
+    assert not any(k in kw for k in ("large_read", "direct_io", "kernel_cache", "rw"))
+
+
+def test_fuse_options_parse():
+    o = FuseOptions.parse(["allow_other,attr_timeout=2.5", "threads", "ro", "fsname=myarr", "max_read=131072"])
+    kw = o.fuse_kwargs()
+    assert kw["allow_other"] is True and kw["attr_timeout"] == "2.5" and kw["nothreads"] is False
+    assert kw["fsname"] == "myarr" and kw["max_read"] == 131072 and kw["ro"] is True
+    assert o.lookup_ttl() == 1.0
+    for bad in (["rw"], ["large_read"], ["attr_timeout=soon"], ["entry_timeout=-1"]):
+        with pytest.raises(ValueError):
+            FuseOptions.parse(bad)
+
+
+def test_library_choice_prefers_fuse3(monkeypatch):
+    monkeypatch.delenv("FUSE_LIBRARY_PATH", raising=False)
+    monkeypatch.delenv("TDBFS_LIBFUSE", raising=False)
+    major, path = fuse_ops.choose_libfuse()
+    assert major == 3 and "fuse3" in path
+    monkeypatch.setenv("TDBFS_LIBFUSE", "2")
+    major, path = fuse_ops.choose_libfuse()
+    assert major == 2 and "libfuse.so.2" in path
+    assert fuse_ops.libfuse_version()[0] == 3  # what this process loaded
+    assert "FUSE_LIBRARY_PATH" not in os.environ  # the import left the environment alone
+    assert fuse_ops.fuse_problem() is None
+
+
+# =========================================================================== real mounts
+
+SERVE = textwrap.dedent("""
+    import logging, sys
+    sys.path.insert(0, {tests!r})
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    import test_fuse_ops as t
+    from tdbfs.fuse_ops import serve, FuseOptions
+    root = t.make_toy_root({backing!r}, many={many})
+    serve(root, {mnt!r}, FuseOptions.parse({opts!r}), on_init=lambda: print("READY", file=sys.stderr, flush=True))
+""")
+
+
+def mounted(path: str) -> bool:
+    real = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == real for line in f)
+
+
+def unmount(path: str) -> None:
+    for cmd in (["fusermount3", "-u", path], ["fusermount", "-u", path], ["fusermount3", "-u", "-z", path],
+                ["umount", "-l", path]):
+        if not mounted(path):
+            return
+        subprocess.run(cmd, capture_output=True)
+        time.sleep(0.05)
+
+
+class ToyMount:
+    def __init__(self, tmp_path, many=0, opts=(), libfuse=None):
+        self.mnt = str(tmp_path / "mnt")
+        self.backing = tmp_path / "backing"
+        self.log = tmp_path / "daemon.log"
+        os.makedirs(self.mnt, exist_ok=True)
+        self.backing.mkdir(exist_ok=True)
+        (self.backing / "a.txt").write_bytes(b"A\n")
+        env = dict(os.environ, PYTHONPATH=ROOT_DIR)
+        env.pop("FUSE_LIBRARY_PATH", None)
+        if libfuse:
+            env["TDBFS_LIBFUSE"] = str(libfuse)
+        code = SERVE.format(tests=TESTS_DIR, backing=str(self.backing), many=many, mnt=self.mnt, opts=list(opts))
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"), env=env)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon died: {self.log.read_text()}")
+            if mounted(self.mnt):
+                try:
+                    os.listdir(self.mnt)
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        self.close()
+        raise AssertionError("mount did not come up")
+
+    def path(self, rel):
+        return os.path.join(self.mnt, rel)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and mounted(self.mnt)
+
+    def close(self):
+        try:
+            unmount(self.mnt)
+        finally:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def toy(tmp_path):
+    m = ToyMount(tmp_path, many=50)
+    try:
+        yield m
+    finally:
+        m.close()
+    assert not mounted(m.mnt)
+    assert m.proc.returncode == 0, m.log.read_text()  # a clean exit after unmount
+
+
+def run(*cmd, check=True, **kw):
+    res = subprocess.run([str(c) for c in cmd], capture_output=True, **kw)
+    if check and res.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({res.returncode}): {res.stderr!r}")
+    return res
+
+
+def test_mount_type_and_options(toy):
+    with open("/proc/self/mountinfo") as f:
+        line = next(ln for ln in f if ln.split()[4] == os.path.realpath(toy.mnt))
+    assert " - fuse.tdbfs tdbfs " in line
+    assert "ro" in line.split()[5].split(",")
+    assert "READY" in toy.log.read_text()
+
+
+def test_ls_and_stat(toy):
+    res = run("ls", "-la", toy.mnt, check=False, text=True)
+    out = res.stdout
+    # only the file whose view cannot be built is an error (EIO); the rest is listed
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [f"ls: cannot access '{toy.mnt}/broken.yaml': Input/output error"]
+    lines = {ln.split(" -> ")[0].split()[-1]: ln for ln in out.splitlines() if ln and not ln.startswith("total")}
+    assert lines["broken.yaml"].startswith("-?????????")
+    assert lines["hello.txt"].startswith("-r--r--r--")
+    assert lines["sub"].startswith("dr-xr-xr-x")
+    assert lines["hello.txt"].split()[4] == str(len(HELLO))
+    assert lines["link"].startswith("lrwxrwxrwx") and lines["link"].endswith("link -> hello.txt")
+    # the broken file is listed, its stat fails with EIO
+    assert "broken.yaml" in out
+    assert run("stat", "-c", "%s", toy.path("data.bin"), text=True).stdout.strip() == "256000"
+    assert run("stat", "-c", "%s", toy.path("big.bin"), text=True).stdout.strip() == str(3 << 20)
+    assert run("stat", "-c", "%U %a %F", toy.path("sub"), text=True).stdout.split()[1:] == ["555", "directory"]
+    assert run("stat", "-c", "%Y", toy.path("hello.txt"), text=True).stdout.strip() == str(int(MTIME))
+    assert sorted(os.listdir(toy.path("many"))) == [f"f{i:05d}.txt" for i in range(50)]
+
+
+def test_cat_cp_grep_readlink(toy, tmp_path):
+    assert run("cat", toy.path("hello.txt")).stdout == HELLO
+    assert run("cat", toy.path("link")).stdout == HELLO
+    assert run("readlink", toy.path("link"), text=True).stdout.strip() == "hello.txt"
+    run("cp", toy.path("big.bin"), tmp_path / "big.copy")
+    assert (tmp_path / "big.copy").read_bytes() == pattern(3 << 20)
+    run("cp", "-r", toy.path("sub"), tmp_path / "subcopy")
+    assert (tmp_path / "subcopy" / "nested.txt").read_bytes() == b"nested\n"
+    assert (tmp_path / "subcopy" / "deeper" / "x").read_bytes() == b"x\n"
+    assert run("grep", "-c", "needle", toy.path("text.txt"), text=True).stdout.strip() == "50"
+    assert run("tail", "-c", "4", toy.path("data.bin")).stdout == bytes([252, 253, 254, 255])
+    assert run("wc", "-c", toy.path("text.txt"), text=True).stdout.split()[0] == str(len(TEXT))
+    with open(toy.path("data.bin"), "rb") as f:
+        f.seek(1000)
+        assert f.read(3) == bytes([1000 % 256, 1001 % 256, 1002 % 256])
+    assert run("cat", toy.path("mview.bin")).stdout == b"mview!"
+
+
+def test_find_lists_everything(toy):
+    out = run("find", toy.mnt, check=False, text=True).stdout.splitlines()
+    rel = {os.path.relpath(p, toy.mnt) for p in out}
+    assert {"sub/deeper/x", "sub/nested.txt", "link", "dyn/a.txt", "many/f00049.txt"} <= rel
+    assert len([p for p in rel if p.startswith("many/")]) == 50
+    files = run("find", toy.mnt, "-type", "f", "-name", "*.txt", check=False, text=True).stdout.split()
+    assert os.path.join(toy.mnt, "sub", "nested.txt") in files
+
+
+@pytest.mark.parametrize("cmd", [
+    ["touch", "{m}/new.txt"],
+    ["touch", "{m}/hello.txt"],
+    ["sh", "-c", "echo hi > {m}/hello.txt"],
+    ["sh", "-c", "echo hi >> {m}/hello.txt"],
+    ["sh", "-c", "echo hi > {m}/new.txt"],
+    ["mkdir", "{m}/newdir"],
+    ["rm", "-f", "{m}/hello.txt"],
+    ["rmdir", "{m}/sub/deeper"],
+    ["mv", "{m}/hello.txt", "{m}/moved.txt"],
+    ["chmod", "777", "{m}/hello.txt"],
+    ["ln", "-s", "hello.txt", "{m}/l2"],
+    ["truncate", "-s", "0", "{m}/hello.txt"],
+])
+def test_writes_fail_with_erofs(toy, cmd):
+    res = run(*[c.format(m=toy.mnt) for c in cmd], check=False, text=True)
+    assert res.returncode != 0
+    assert "Read-only file system" in res.stderr
+    assert run("cat", toy.path("hello.txt")).stdout == HELLO
+    assert not os.path.exists(toy.path("new.txt")) and not os.path.exists(toy.path("moved.txt"))
+    assert toy.alive()
+
+
+def test_python_write_open_is_erofs(toy):
+    for mode in ("wb", "ab", "r+b"):
+        with pytest.raises(OSError) as info:
+            open(toy.path("hello.txt"), mode)
+        assert info.value.errno == errno.EROFS
+
+
+def test_broken_views_are_eio_and_the_daemon_survives(toy):
+    res = run("cat", toy.path("readfail.bin"), check=False, text=True)
+    assert res.returncode != 0 and "Input/output error" in res.stderr
+    res = run("stat", toy.path("broken.yaml"), check=False, text=True)
+    assert res.returncode != 0 and "Input/output error" in res.stderr
+    res = run("cat", toy.path("crash.bin"), check=False, text=True)
+    assert res.returncode != 0 and "Input/output error" in res.stderr
+    with pytest.raises(OSError) as info:
+        open(toy.path("readfail.bin"), "rb").read()
+    assert info.value.errno == errno.EIO
+    # everything else still reads, and the daemon is alive
+    assert run("cat", toy.path("hello.txt")).stdout == HELLO
+    assert run("cat", toy.path("sub/nested.txt")).stdout == b"nested\n"
+    assert toy.alive()
+    log = toy.log.read_text()
+    assert "zstd frame corrupt at byte 4242" in log
+    assert "footer truncated at byte 17" in log
+    assert "ZeroDivisionError" in log and "Traceback" in log
+
+
+def test_dynamic_folder_follows_the_backing_folder(toy):
+    assert os.listdir(toy.path("dyn")) == ["a.txt"]
+    (toy.backing / "b.txt").write_bytes(b"BB\n")
+    assert sorted(os.listdir(toy.path("dyn"))) == ["a.txt", "b.txt"]  # readdir is never cached
+    assert open(toy.path("dyn/b.txt"), "rb").read() == b"BB\n"        # and no negative entry
+    (toy.backing / "a.txt").unlink()
+    assert os.listdir(toy.path("dyn")) == ["b.txt"]
+    time.sleep(1.3)  # past entry_timeout: the gone file is gone for lookups too
+    assert not os.path.exists(toy.path("dyn/a.txt"))
+    assert toy.alive()
+
+
+def test_mutable_file_content_is_consistent(toy):
+    # live.yaml grows at every render; whatever cat reads matches what stat said
+    for _ in range(3):
+        data = run("cat", toy.path("live.yaml")).stdout
+        n = int(data.split(b"\n")[0].split()[1])
+        assert data == b"renders: %d\n" % n + b"x" * n
+        time.sleep(1.1)
+
+
+def test_immutable_files_stay_in_the_page_cache(toy):
+    def counts():
+        # stats is re-rendered at each stat that reaches the daemon: wait out attr_timeout
+        time.sleep(1.1)
+        return dict(kv.split("=") for kv in open(toy.path("stats")).read().split())
+
+    assert counts() == {"big": "0", "mutable": "0"}
+    assert run("cat", toy.path("big.bin")).stdout == pattern(3 << 20)
+    assert run("cat", toy.path("mutable.bin")).stdout == pattern(64 << 10)
+    first = counts()
+    assert int(first["big"]) > 0 and int(first["mutable"]) > 0
+    # immutable: opened with keep_cache, the second cat never reaches the daemon
+    assert run("cat", toy.path("big.bin")).stdout == pattern(3 << 20)
+    # not immutable: every open drops the cached pages, so it is read again
+    assert run("cat", toy.path("mutable.bin")).stdout == pattern(64 << 10)
+    second = counts()
+    assert second["big"] == first["big"]
+    assert int(second["mutable"]) > int(first["mutable"])
+
+
+def test_stale_view_of_open_file_survives_unlinked_source(toy):
+    with open(toy.path("dyn/a.txt"), "rb") as f:
+        (toy.backing / "a.txt").unlink()
+        assert f.read() == b"A\n"
+
+
+@pytest.mark.parametrize("libfuse", [2, 3])
+def test_both_libfuse_versions(tmp_path, libfuse):
+    m = ToyMount(tmp_path, opts=["attr_timeout=2,max_read=131072"], libfuse=libfuse)
+    try:
+        assert f"libfuse {libfuse}." in m.log.read_text()
+        assert run("cat", m.path("hello.txt")).stdout == HELLO
+        assert run("stat", "-c", "%s", m.path("big.bin"), text=True).stdout.strip() == str(3 << 20)
+        assert run("cat", m.path("big.bin")).stdout == pattern(3 << 20)
+        assert run("readlink", m.path("link"), text=True).stdout.strip() == "hello.txt"
+        res = run("touch", m.path("hello.txt"), check=False, text=True)
+        assert "Read-only file system" in res.stderr
+        res = run("cat", m.path("readfail.bin"), check=False, text=True)
+        assert "Input/output error" in res.stderr
+        assert m.alive()
+    finally:
+        m.close()
+    assert m.proc.returncode == 0
+
+
+def test_sigterm_unmounts_cleanly(tmp_path):
+    m = ToyMount(tmp_path)
+    try:
+        assert run("cat", m.path("hello.txt")).stdout == HELLO
+        m.proc.terminate()
+        m.proc.wait(timeout=10)
+        assert not mounted(m.mnt)
+    finally:
+        m.close()
+
+
+def test_listing_cache_is_bounded_in_time(ops, monkeypatch):
+    ops.getattr("/dyn/a.txt")
+    assert "/dyn" in ops._listings
+    clock = [time.monotonic() + 60]
+    monkeypatch.setattr(fuse_ops.time, "monotonic", lambda: clock[0])
+    ops.getattr("/sub/nested.txt")  # a later insertion prunes what has expired
+    assert "/dyn" not in ops._listings and "/sub" in ops._listings
+
+
+def test_zero_timeout_disables_the_listing_cache(tmp_path):
+    o = TdbfsOperations(make_toy_root(str(tmp_path)), FuseOptions.parse(["entry_timeout=0"]))
+    (tmp_path / "x").write_bytes(b"1")
+    assert o.getattr("/dyn/x")["st_size"] == 1
+    assert o._listings == {}
