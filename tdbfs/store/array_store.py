@@ -126,8 +126,14 @@ class ArrayStore:
         return value
 
     def generic_tile(self, rel: str, offset: int, structure: str) -> GenericTile:
-        return self.parsed(f"gtile@{offset}:{structure}", rel,
-                           lambda data: read_generic_tile(data, offset, rel, structure))
+        """The generic tile at `offset` of a file, decoded once and kept in the bounded cache."""
+        size = self.file_size(rel)
+
+        def make():
+            tile = read_generic_tile(self.read_file(rel), offset, rel, structure)
+            return tile, len(tile.payload) + 512
+
+        return self.cache.get_or_make(("gtile", rel, size, offset), make)
 
     # -- schemas -------------------------------------------------------------
     def schema_files(self) -> list[str]:

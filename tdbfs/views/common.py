@@ -30,8 +30,9 @@ def guarded(render: Callable[[], bytes], problems, file: str, structure: str) ->
     return run
 
 
-def yaml_file(make: Callable[[], object], problems, file: str, structure: str, immutable: bool = True) -> BytesFile:
-    return BytesFile(guarded(lambda: to_yaml(make()), problems, file, structure), immutable=immutable)
+def yaml_file(make: Callable[[], object], problems, file: str, structure: str, immutable: bool = True,
+              mtime: float = 0.0) -> BytesFile:
+    return BytesFile(guarded(lambda: to_yaml(make()), problems, file, structure), immutable=immutable, mtime=mtime)
 
 
 class LiveFile(BytesFile):
@@ -69,8 +70,8 @@ class CachedFile(BytesFile):
     Used for per-tile text and YAML, which are many and may be large.
     """
 
-    def __init__(self, cache, key, render: Callable[[], bytes], immutable: bool = True):
-        super().__init__(render, immutable=immutable)
+    def __init__(self, cache, key, render: Callable[[], bytes], immutable: bool = True, mtime: float = 0.0):
+        super().__init__(render, immutable=immutable, mtime=mtime)
         self._cache = cache
         self._key = key
 

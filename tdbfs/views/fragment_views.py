@@ -16,21 +16,23 @@ from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
 def fragment_dir(store, rel: str) -> DirNode:
     frag = store.fragment(rel)
     problems = frag.problems
+    t = frag.mtime()
 
     def children():
         return {
-            "fragment.yaml": LiveFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment")),
+            "fragment.yaml": LiveFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
+                                      mtime=t),
             "footer.yaml": yaml_file(lambda: fm.footer_to_dict(frag.footer()), problems,
-                                     f"{rel}/__fragment_metadata.tdb", "footer"),
+                                     f"{rel}/__fragment_metadata.tdb", "footer", mtime=t),
             "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag), frag), immutable=True,
                                mtime=frag.mtime()),
             "tiles.csv": CachedFile(store.cache, ("tiles.csv", rel),
-                                    guarded(lambda: tiles_csv(frag), problems, rel, "tile list")),
+                                    guarded(lambda: tiles_csv(frag), problems, rel, "tile list"), mtime=t),
             "attrs": StaticDir(guarded_children(lambda: _field_dirs(frag, dims=False), frag), immutable=True,
                                mtime=frag.mtime()),
             "dims": StaticDir(guarded_children(lambda: _field_dirs(frag, dims=True), frag), immutable=True,
                               mtime=frag.mtime()),
-            "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size) for n, size in frag.files()},
+            "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t) for n, size in frag.files()},
                              immutable=True, mtime=frag.mtime()),
         }
 
@@ -54,8 +56,11 @@ def guarded_children(make, frag: Fragment):
 class RawFile(FileNode):
     immutable = True
 
-    def __init__(self, store, rel: str, size: int):
-        self._store, self._rel, self._size = store, rel, size
+    def __init__(self, store, rel: str, size: int, mtime: float = 0.0):
+        self._store, self._rel, self._size, self._mtime = store, rel, size, mtime
+
+    def mtime(self) -> float:
+        return self._mtime
 
     def size(self) -> int:
         return self._size
@@ -73,8 +78,11 @@ class TileFile(FileNode):
 
     immutable = True
 
-    def __init__(self, frag: Fragment, field, k: int, stream: str):
-        self._frag, self._field, self._k, self._stream = frag, field, k, stream
+    def __init__(self, frag: Fragment, field, k: int, stream: str, mtime: float = 0.0):
+        self._frag, self._field, self._k, self._stream, self._mtime = frag, field, k, stream, mtime
+
+    def mtime(self) -> float:
+        return self._mtime
 
     def size(self) -> int:
         try:
@@ -148,7 +156,7 @@ def _rtree_children(frag: Fragment) -> dict:
             rows = fm.rtree_level_rows(rtree, level)
             return to_csv(header, ([i] + list(row) for i, row in enumerate(rows)))
         out[f"level_{level}.csv"] = CachedFile(frag.store.cache, ("rtree", frag.rel, level),
-                                               guarded(render, frag.problems, frag.rel, "R-tree"))
+                                               guarded(render, frag.problems, frag.rel, "R-tree"), mtime=frag.mtime())
     return out
 
 
@@ -208,20 +216,21 @@ def _field_dirs(frag: Fragment, dims: bool) -> dict:
 
 def _tile_files(frag: Fragment, field) -> dict:
     ntiles = frag.tile_count(field.idx)
-    out = {"info.yaml": yaml_file(lambda: field_info(frag, field), frag.problems, frag.rel, "field info")}
+    t = frag.mtime()
+    out = {"info.yaml": yaml_file(lambda: field_info(frag, field), frag.problems, frag.rel, "field info", mtime=t)}
     cache = frag.store.cache
     for k in range(ntiles):
-        out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA)
+        out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA, t)
         if field.var_sized:
-            out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR)
+            out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR, t)
         if field.nullable:
-            out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY)
+            out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY, t)
         out[f"tile_{k}.txt"] = CachedFile(cache, ("txt", frag.rel, field.idx, k),
                                           guarded(lambda k=k: tile_text(frag, field, k), frag.problems,
-                                                  f"{frag.rel}/{field.stem}", f"tile {k}"))
+                                                  f"{frag.rel}/{field.stem}", f"tile {k}"), mtime=t)
         out[f"tile_{k}.yaml"] = CachedFile(cache, ("tileyaml", frag.rel, field.idx, k),
                                            guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
-                                                   f"{frag.rel}/{field.stem}", f"tile {k}"))
+                                                   f"{frag.rel}/{field.stem}", f"tile {k}"), mtime=t)
     return out
 
 

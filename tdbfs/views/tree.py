@@ -31,8 +31,9 @@ def build_root(store: ArrayStore) -> DirNode:
             out["labels"] = labels_dir
         return out
 
-    readme = BytesFile(lambda: README_TEXT.encode(), immutable=True)
-    array_yaml = LiveFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"))
+    readme = BytesFile(lambda: README_TEXT.encode(), immutable=True, mtime=_mtime(store, ""))
+    array_yaml = LiveFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"),
+                          mtime=_mtime(store, ""))
     schema_dir = _schema_dir(store)
     metadata_dir = KeyedDir(
         lambda: ["merged.yaml"] + [os.path.basename(f) + ".yaml" for f in store.metadata_files()],
@@ -98,7 +99,8 @@ def _schema_dir(store: ArrayStore) -> DirNode:
             return KeyedDir(lambda: [os.path.basename(f) + ".yaml" for f in store.enumeration_files()],
                             lambda n: _enumeration_file(store, n))
         rel = _schema_rel(store, name[:-5])
-        return yaml_file(lambda: array_views.schema_view(store, rel), store.problems, rel, "array schema")
+        return yaml_file(lambda: array_views.schema_view(store, rel), store.problems, rel, "array schema",
+                         mtime=_mtime(store, rel))
 
     return KeyedDir(names, make, mtime=lambda: _mtime(store, "__schema"))
 
@@ -119,7 +121,8 @@ def _schema_rel(store: ArrayStore, base: str) -> str:
 
 def _enumeration_file(store, name):
     rel = f"__schema/__enumerations/{name[:-5]}"
-    return yaml_file(lambda: array_views.enumeration_view(store, rel), store.problems, rel, "enumeration")
+    return yaml_file(lambda: array_views.enumeration_view(store, rel), store.problems, rel, "enumeration",
+                     mtime=_mtime(store, rel))
 
 
 def _metadata_file(store, name):
@@ -127,18 +130,19 @@ def _metadata_file(store, name):
         return LiveFile(guarded(lambda: to_yaml(array_views.merged_metadata(store)), store.problems,
                                 "__meta", "array metadata"))
     rel = f"__meta/{name[:-5]}"
-    return yaml_file(lambda: array_views.metadata_file_view(store, rel), store.problems, rel, "array metadata")
+    return yaml_file(lambda: array_views.metadata_file_view(store, rel), store.problems, rel, "array metadata",
+                     mtime=_mtime(store, rel))
 
 
 def _commit_file(store, name):
     base = name[:-5]
     rel = f"__commits/{base}" if store.isdir("__commits") and os.path.exists(store.abspath(f"__commits/{base}")) else base
     return yaml_file(lambda: array_views.commit_view(store, rel), store.problems, rel, "commit file",
-                     immutable=False)
+                     immutable=False, mtime=_mtime(store, rel))
 
 
 def _fragment_meta_file(store, name):
     base = name[:-5]
     rel = f"__fragment_meta/{base}" if os.path.exists(store.abspath(f"__fragment_meta/{base}")) else base
     return yaml_file(lambda: array_views.fragment_meta_view(store, rel), store.problems, rel,
-                     "consolidated fragment metadata")
+                     "consolidated fragment metadata", mtime=_mtime(store, rel))

@@ -23,7 +23,7 @@ from tdbfs.format.errors import FormatError
 from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.names import parse_timestamped_name
 
-BACKCOMPAT = "/work/shared/backcompat_arrays"
+from corpus import BACKCOMPAT
 
 
 def meta_files(uri: str, exclude_vacuumed: bool = False):

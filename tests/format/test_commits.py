@@ -35,7 +35,7 @@ from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.names import parse_fragment_name, parse_timestamped_name
 from tdbfs.format.schema import parse_schema
 
-BACKCOMPAT = "/work/shared/backcompat_arrays"
+from corpus import BACKCOMPAT
 N = 40
 
 

@@ -18,7 +18,7 @@ from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.names import parse_timestamped_name
 from tdbfs.format.schema import parse_schema
 
-BACKCOMPAT = "/work/shared/backcompat_arrays"
+from corpus import BACKCOMPAT
 
 
 def payload(path: str) -> bytes:

@@ -1,5 +1,5 @@
 """Fragment metadata decoding checked against arrays written by TileDB itself (tiledb-py) and the
-back-compat corpus in /work/shared/backcompat_arrays."""
+back-compat corpus (tests/corpus.py says where it is)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.schema import parse_schema
 
 FMD = "__fragment_metadata.tdb"
-BACKCOMPAT = "/work/shared/backcompat_arrays"
+from corpus import BACKCOMPAT
 U64_MAX = 2**64 - 1
 
 

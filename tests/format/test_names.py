@@ -19,7 +19,7 @@ from tdbfs.format.names import (
     try_parse_name,
 )
 
-BACKCOMPAT = "/work/shared/backcompat_arrays"
+from corpus import BACKCOMPAT
 
 
 @pytest.fixture(scope="module")

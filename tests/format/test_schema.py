@@ -20,7 +20,7 @@ from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.names import parse_timestamped_name
 from tdbfs.format.schema import ArraySchema, parse_schema, schema_to_dict
 
-BACKCOMPAT = "/work/shared/backcompat_arrays"
+from corpus import BACKCOMPAT
 
 # ---------------------------------------------------------------------------
 # helpers
