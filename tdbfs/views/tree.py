@@ -76,10 +76,9 @@ def _mtime(store: ArrayStore, rel: str) -> float:
 
 
 def _fragment_path(store: ArrayStore, name: str) -> str:
-    for p in store.fragment_paths():
-        if os.path.basename(p) == name:
-            return p
-    raise KeyError(name)
+    """`__fragments/<name>`, or `<name>` for fragments at the root (format < 12)."""
+    rel = f"__fragments/{name}"
+    return rel if store.isdir(rel) else name
 
 
 def _schema_dir(store: ArrayStore) -> DirNode:
