@@ -632,13 +632,23 @@ def test_immutable_files_stay_in_the_page_cache(toy):
     assert run("cat", toy.path("mutable.bin")).stdout == pattern(64 << 10)
     first = counts()
     assert int(first["big"]) > 0 and int(first["mutable"]) > 0
-    # immutable: opened with keep_cache, the second cat never reaches the daemon
-    assert run("cat", toy.path("big.bin")).stdout == pattern(3 << 20)
+    # immutable: opened with keep_cache, a second cat never reaches the daemon. This VM's
+    # page cache can drop idle pages (PERF_NOTES), so a re-read is tried up to three times;
+    # without keep_cache every attempt would reach the daemon.
+    cached = False
+    for _ in range(3):
+        assert run("cat", toy.path("big.bin")).stdout == pattern(3 << 20)
+        after = counts()
+        if after["big"] == first["big"]:
+            cached = True
+            break
+        first = after
+    assert cached, "every re-read of an immutable file reached the daemon"
     # not immutable: every open drops the cached pages, so it is read again
+    before = counts()
     assert run("cat", toy.path("mutable.bin")).stdout == pattern(64 << 10)
     second = counts()
-    assert second["big"] == first["big"]
-    assert int(second["mutable"]) > int(first["mutable"])
+    assert int(second["mutable"]) > int(before["mutable"])
 
 
 def test_stale_view_of_open_file_survives_unlinked_source(toy):

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-tiledb = pytest.importorskip("tiledb")
+import tiledb
 
 from tdbfs.format.array_metadata import (
     merge_metadata,

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-tiledb = pytest.importorskip("tiledb")
+import tiledb
 
 from tdbfs.format.commits import (
     ConditionExpression,

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-tiledb = pytest.importorskip("tiledb")
+import tiledb
 
 from tdbfs.format import fragment_metadata as fm
 from tdbfs.format.consolidated_fragment_metadata import (ConsolidatedFooter, consolidated_to_dict,

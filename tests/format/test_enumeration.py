@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-tiledb = pytest.importorskip("tiledb")
+import tiledb
 
 from tdbfs.format.datatypes import VAR_NUM
 from tdbfs.format.enumeration import enumeration_to_dict, parse_enumeration

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-tiledb = pytest.importorskip("tiledb")
+import tiledb
 
 from tdbfs.format import fragment_metadata as fm
 from tdbfs.format.datatypes import BY_NAME

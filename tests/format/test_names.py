@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-tiledb = pytest.importorskip("tiledb")
+import tiledb
 
 from tdbfs.format.errors import FormatError
 from tdbfs.format.names import (

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-tiledb = pytest.importorskip("tiledb")
+import tiledb
 
 from tdbfs.format.datatypes import VAR_NUM
 from tdbfs.format.errors import FormatError
