@@ -212,6 +212,11 @@ def _message(exc: Exception, default: str) -> str:
 def _open_root(array: str, cache_mb: int = DEFAULT_CACHE_MB):
     from .views.tree import build_root
 
+    # ls/cat/tree report a failing view in their own one-line error; without this,
+    # Python's last-resort handler would also print the views' log warning.
+    tdbfs_log = logging.getLogger("tdbfs")
+    if not tdbfs_log.handlers and not logging.getLogger().handlers:
+        tdbfs_log.addHandler(logging.NullHandler())
     return build_root(_open_store(os.path.abspath(array), cache_mb))
 
 

@@ -154,3 +154,25 @@ def test_unsupported_filter_is_eio_and_the_rest_still_reads(tmp_path, mount):
     assert any("DOUBLE_DELTA" in p["message"] for p in summary["problems"])
     # The daemon still serves.
     assert (mnt / "README.txt").read_bytes().startswith(b"tdbfs")
+
+
+def test_cli_reports_a_corrupt_footer_in_one_line(sample_arrays, tmp_path):
+    import shutil
+    import sys
+    src = sample_arrays["sparse_2d"].path
+    copy = tmp_path / "broken"
+    shutil.copytree(src, copy)
+    names = reference.list_fragments(copy)
+    bad, good = names[0], names[-1]
+    meta = copy / "__fragments" / bad / "__fragment_metadata.tdb"
+    size = meta.stat().st_size
+    meta.write_bytes(b"\xff" * size)  # every length field huge
+    res = subprocess.run([sys.executable, "-m", "tdbfs", "cat", str(copy), f"fragments/{bad}/footer.yaml"],
+                         capture_output=True, timeout=60)
+    assert res.returncode == 1
+    lines = res.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tdbfs: error:")
+    assert "__fragment_metadata.tdb" in lines[0] and f"byte {size - 8}" in lines[0]
+    ok = subprocess.run([sys.executable, "-m", "tdbfs", "cat", str(copy), f"fragments/{good}/footer.yaml"],
+                        capture_output=True, timeout=60)
+    assert ok.returncode == 0 and b"version: 22" in ok.stdout
