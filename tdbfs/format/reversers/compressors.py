@@ -1,0 +1,90 @@
+"""Absorbing filters with per-part headers: GZIP, ZSTD, LZ4, BZIP2 and classic RLE (§3.3)."""
+
+from __future__ import annotations
+
+import bz2
+import threading
+import zlib
+
+import lz4.block
+import numpy as np
+import zstandard
+
+from .common import Stage, StageError, read_u32s
+
+_local = threading.local()
+
+
+def _zstd() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "zstd", None)
+    if d is None:
+        d = _local.zstd = zstandard.ZstdDecompressor()
+    return d
+
+
+def _decompress(fid: int, part: memoryview, out_len: int) -> bytes:
+    if not out_len:
+        return b""
+    if fid == 2:
+        return _zstd().decompress(part, max_output_size=out_len)
+    if fid == 1:
+        return zlib.decompressobj().decompress(part, out_len)
+    if fid == 3:
+        return lz4.block.decompress(part, uncompressed_size=out_len)
+    if fid == 5:
+        return bz2.BZ2Decompressor().decompress(bytes(part), max_length=out_len)
+    raise StageError(f"no codec for filter {fid}")  # pragma: no cover - REVERSERS routes only these ids
+
+
+def rle_decode(part: memoryview, out_len: int, cell_size: int) -> bytes:
+    """Classic RLE: runs of `value[cell_size]` then a big-endian u16 run length."""
+    run = cell_size + 2
+    if len(part) % run:
+        raise StageError(f"RLE part of {len(part)} bytes is not a whole number of {run}-byte runs")
+    runs = np.frombuffer(part, np.uint8).reshape(-1, run)
+    lengths = runs[:, -2].astype(np.int64) * 256 + runs[:, -1]
+    if int(lengths.sum()) * cell_size != out_len:
+        raise StageError(f"RLE runs expand to {int(lengths.sum()) * cell_size} bytes, the part header says {out_len}")
+    return np.repeat(runs[:, :cell_size], lengths, axis=0).tobytes()
+
+
+def read_part_header(md: memoryview, what: str):
+    """`u32 n_md_parts, u32 n_data_parts, (n_md+n_data) x {u32 unfiltered, u32 filtered}`."""
+    (n_md, n_data), pos = read_u32s(md, 0, 2, f"{what} part counts")
+    if n_md + n_data > len(md):
+        raise StageError(f"{what} header claims {n_md}+{n_data} parts, more than its {len(md)} metadata bytes", 0)
+    sizes, pos = read_u32s(md, pos, 2 * (n_md + n_data), f"{what} part sizes")
+    return n_md, n_data, sizes[0::2], sizes[1::2], pos
+
+
+def reverse_parts(spec, md: memoryview, data: memoryview, stage: Stage, decode):
+    """Shared by every absorbing filter: decode each part with `decode(part, out_len)`."""
+    n_md, n_data, unfiltered, filtered, _ = read_part_header(md, spec.name)
+    if sum(filtered) != len(data):
+        raise StageError(f"{spec.name} parts total {sum(filtered)} bytes but the chunk data holds {len(data)}", 0)
+    if sum(unfiltered) > stage.limit:
+        raise StageError(f"parts claim {sum(unfiltered)} decoded bytes, more than the {stage.limit} this chunk can hold", 0)
+    outs = []
+    at = 0
+    for i, (u, f) in enumerate(zip(unfiltered, filtered)):
+        try:
+            out = decode(data[at:at + f], u)
+        except StageError as exc:
+            raise StageError(f"{spec.name} part {i} ({f} bytes at chunk data byte {at}): {exc}", 0) from None
+        except (zstandard.ZstdError, zlib.error, OSError, ValueError, EOFError, lz4.block.LZ4BlockError) as exc:
+            raise StageError(f"{spec.name} part {i} ({f} bytes at chunk data byte {at}) does not decode: {exc}", 0)
+        if len(out) != u:
+            raise StageError(f"{spec.name} part {i} decoded to {len(out)} bytes, its header says {u}", 0)
+        outs.append(out)
+        at += f
+    record = {"metadata_parts": n_md, "data_parts": n_data,
+              "parts": [{"unfiltered": u, "filtered": f} for u, f in zip(unfiltered, filtered)]}
+    return memoryview(b"".join(outs[:n_md])), memoryview(b"".join(outs[n_md:])), record
+
+
+def reverse_compressor(spec, md, data, stage: Stage):
+    return reverse_parts(spec, md, data, stage, lambda part, u: _decompress(spec.id, part, u))
+
+
+def reverse_rle(spec, md, data, stage: Stage):
+    return reverse_parts(spec, md, data, stage, lambda part, u: rle_decode(part, u, stage.ctx.cell_size))
