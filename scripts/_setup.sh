@@ -144,4 +144,7 @@ tdbfs_setup() {
     _tdbfs_system_packages
     _tdbfs_dev_fuse
     _tdbfs_venv
+    # TileDB 0.x test arrays are written by the TileDB library inside this wheel (through ctypes, so --no-deps)
+    "$TDBFS_PY" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("genomicsdb") is None)' 2>/dev/null \
+        || "$TDBFS_PY" -m pip install -q --no-deps genomicsdb==0.1.6 </dev/null || _tdbfs_log "warning: genomicsdb wheel not installed; 0.x tests will skip"
 }

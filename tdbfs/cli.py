@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"memory for decoded data, in MiB (default {DEFAULT_CACHE_MB})")
     p.add_argument("--log", metavar="FILE", help="daemon log file (default: stderr with -f, else none)")
     p.add_argument("--debug", action="store_true", help="verbose log, tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
     p.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_mount)
 
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-l", "--long", action="store_true", help="long format: mode, size, time, name")
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("cat", help="write one file of the view to stdout (no FUSE needed)", formatter_class=fmt,
@@ -124,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH")
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
     p.set_defaults(func=cmd_cat)
 
     p = sub.add_parser("tree", help="show the view as an indented tree (no FUSE needed)", formatter_class=fmt,
@@ -134,8 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="descend at most N levels")
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
     p.set_defaults(func=cmd_tree)
     return parser
+
+
+KEY_FILE_HELP = ("file holding the AES-256-GCM key of an encrypted array: 32 bytes (the 32-character string\n"
+                 "given to TileDB), 64 hex digits or 44 base64 characters; default: $TDBFS_KEY_FILE,\n"
+                 "else the value of $TDBFS_ENCRYPTION_KEY. Never give the key itself on the command line")
 
 
 def _positive_int(text: str) -> int:
@@ -191,11 +200,23 @@ def _silence_stdout() -> None:
 
 # --------------------------------------------------------------------------- the view
 
-def _open_store(array: str, cache_mb: int):
-    from .store import ArrayStore, NotAnArrayError
+def _load_key(key_file: str | None):
+    """The encryption key from --key-file, else from the environment, else None; never from argv."""
+    from .format.reversers.encryption import BadKeyError, key_from_environment, read_key_file
 
     try:
-        return ArrayStore(array, cache_bytes=cache_mb << 20)
+        return read_key_file(key_file) if key_file else key_from_environment()
+    except BadKeyError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _open_store(array: str, cache_mb: int, key_file: str | None = None):
+    from .store import ArrayStore, NotAnArrayError
+
+    key = _load_key(key_file)
+    try:
+        from .store.zero_array import open_zero  # TileDB 0.x arrays and workspaces (GenomicsDB)
+        return open_zero(array, cache_mb << 20) or ArrayStore(array, cache_bytes=cache_mb << 20, key=key)
     except FileNotFoundError as exc:
         raise CliError(_message(exc, f"array not found: {array}")) from None
     except NotAnArrayError as exc:
@@ -209,7 +230,7 @@ def _message(exc: Exception, default: str) -> str:
     return text if text and len(exc.args) == 1 else default
 
 
-def _open_root(array: str, cache_mb: int = DEFAULT_CACHE_MB):
+def _open_root(array: str, cache_mb: int = DEFAULT_CACHE_MB, key_file: str | None = None):
     from .views.tree import build_root
 
     # ls/cat/tree report a failing view in their own one-line error; without this,
@@ -217,7 +238,14 @@ def _open_root(array: str, cache_mb: int = DEFAULT_CACHE_MB):
     tdbfs_log = logging.getLogger("tdbfs")
     if not tdbfs_log.handlers and not logging.getLogger().handlers:
         tdbfs_log.addHandler(logging.NullHandler())
-    return build_root(_open_store(os.path.abspath(array), cache_mb))
+    return build_root(_open_store(os.path.abspath(array), cache_mb, key_file))
+
+
+def _root_of(args):
+    # key_file only when given, so that _open_root(array, cache_mb) stays the whole interface otherwise
+    if args.key_file:
+        return _open_root(args.array, args.cache_mb, key_file=args.key_file)
+    return _open_root(args.array, args.cache_mb)
 
 
 def _lookup(root, path: str, follow_last: bool = True):
@@ -294,7 +322,7 @@ def _long_line(name: str, node) -> tuple[str, str | None]:
 def cmd_ls(args) -> int:
     from .views.nodes import DirNode, ViewError
 
-    root = _open_root(args.array, args.cache_mb)
+    root = _root_of(args)
     node, where = _lookup(root, args.path)
     if isinstance(node, DirNode):
         try:
@@ -322,7 +350,7 @@ def cmd_ls(args) -> int:
 def cmd_cat(args) -> int:
     from .views.nodes import DirNode, FileNode, ViewError
 
-    root = _open_root(args.array, args.cache_mb)
+    root = _root_of(args)
     node, where = _lookup(root, args.path)
     if isinstance(node, DirNode):
         raise CliError(f"is a folder, not a file: {where or '/'} (use 'tdbfs ls')")
@@ -349,7 +377,7 @@ def cmd_cat(args) -> int:
 def cmd_tree(args) -> int:
     from .views.nodes import DirNode, SymlinkNode, ViewError
 
-    root = _open_root(args.array, args.cache_mb)
+    root = _root_of(args)
     node, where = _lookup(root, args.path)
     out = sys.stdout
     counts = {"dirs": 0, "files": 0}
@@ -454,7 +482,7 @@ def cmd_mount(args) -> int:
         options = fuse_ops.FuseOptions.parse(args.options, debug=False)
     except ValueError as exc:
         raise CliError(str(exc), code=2) from None
-    store = _open_store(array, args.cache_mb)
+    store = _open_store(array, args.cache_mb, args.key_file)
     if not args.spawned:
         _check_mountpoint(mnt, array)
     problem = fuse_ops.fuse_problem()
@@ -530,6 +558,8 @@ def _spawn_daemon(args, array: str, mnt: str) -> int:
         cmd += ["--log", os.path.abspath(args.log)]
     if args.debug:
         cmd.append("--debug")
+    if args.key_file:  # the path only: the key itself never goes into argv
+        cmd += ["--key-file", os.path.abspath(args.key_file)]
     cmd += ["--", array, mnt]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True, cwd="/", env=_daemon_env(), close_fds=True)

@@ -51,6 +51,34 @@ FILTERS: dict[str, Callable[[], list]] = {
 
 FILTER_NAMES = tuple(FILTERS)
 
+# Filters that only apply to some types (or to sorted values), so they are not in
+# FILTER_NAMES (whose sample arrays put one filter on every field of the "filters"
+# profile); tests/test_filters_match_tiledb.py picks fields for them.
+FILTERS.update({
+    "NOOP": lambda: [tiledb.NoOpFilter()],
+    "DOUBLE_DELTA": lambda: [tiledb.DoubleDeltaFilter()],
+    "DOUBLE_DELTA_AS_INT64": lambda: [tiledb.DoubleDeltaFilter(reinterp_dtype=np.int64)],
+    "DOUBLE_DELTA_AS_INT32": lambda: [tiledb.DoubleDeltaFilter(reinterp_dtype=np.int32)],
+    "DELTA": lambda: [tiledb.DeltaFilter()],
+    "DELTA_AS_INT64": lambda: [tiledb.DeltaFilter(reinterp_dtype=np.int64)],
+    "DELTA_AS_UINT16": lambda: [tiledb.DeltaFilter(reinterp_dtype=np.uint16)],
+    "BIT_WIDTH_REDUCTION": lambda: [tiledb.BitWidthReductionFilter()],
+    "BIT_WIDTH_REDUCTION_W64": lambda: [tiledb.BitWidthReductionFilter(window=64)],
+    "BITSHUFFLE": lambda: [tiledb.BitShuffleFilter()],
+    "POSITIVE_DELTA": lambda: [tiledb.PositiveDeltaFilter()],
+    "POSITIVE_DELTA_W64": lambda: [tiledb.PositiveDeltaFilter(window=64)],
+    "SCALE_FLOAT": lambda: [tiledb.FloatScaleFilter(factor=0.01, offset=-3.0, bytewidth=4)],
+    "SCALE_FLOAT_W2": lambda: [tiledb.FloatScaleFilter(factor=0.25, offset=1.5, bytewidth=2)],
+    "SCALE_FLOAT_W8": lambda: [tiledb.FloatScaleFilter(factor=1e-6, offset=0.0, bytewidth=8)],
+    "XOR": lambda: [tiledb.XORFilter()],
+    "WEBP_RGB_LOSSLESS": lambda: [tiledb.WebpFilter(input_format=tiledb.WebpFilter.WebpInputFormat.WEBP_RGB, lossless=True)],
+    "WEBP_BGRA_LOSSLESS": lambda: [tiledb.WebpFilter(input_format=tiledb.WebpFilter.WebpInputFormat.WEBP_BGRA, lossless=True)],
+    "WEBP_RGB_LOSSY": lambda: [tiledb.WebpFilter(input_format=tiledb.WebpFilter.WebpInputFormat.WEBP_RGB, quality=50.0,
+                                                 lossless=False)],
+    "WEBP_RGBA_LOSSY": lambda: [tiledb.WebpFilter(input_format=tiledb.WebpFilter.WebpInputFormat.WEBP_RGBA, quality=75.0,
+                                                  lossless=False)],
+})
+
 
 def filter_list(spec: str | Sequence[str] | None) -> tiledb.FilterList:
     """A tiledb.FilterList from a filter name ("ZSTD"), a "+"-joined chain
@@ -949,3 +977,131 @@ def build_sample_set(base_dir: str | os.PathLike, names: Sequence[str] | None = 
         kind, opts = SAMPLE_SET[name]
         out[name] = make_array(base_dir, kind, name=name, **opts)
     return out
+
+
+# ---------------------------------------------------------------------------
+# var strings under RLE / DICTIONARY (offsets embedded, FORMAT.md §3.4), and encryption
+
+FILTERS.update({
+    "RLE": lambda: [tiledb.RleFilter()],
+    "DICTIONARY": lambda: [tiledb.DictionaryFilter()],
+})
+
+#: attribute name -> (tiledb-py dtype, filter chain, nullable) of the "var_strings" kind
+VAR_STRING_ATTRS = {
+    "rle_ascii": ("ascii", "RLE+ZSTD", False),
+    "rle_utf8": ("U", "RLE", False),
+    "dict_ascii": ("ascii", "DICTIONARY+LZ4+CHECKSUM_SHA256", False),
+    "dict_utf8": ("U", "DICTIONARY+ZSTD", False),
+    "rle_utf8_nullable": ("U", "RLE+GZIP", True),
+    "dict_utf8_nullable": ("U", "DICTIONARY", True),
+}
+
+
+def var_string_values(n: int, capacity: int, seed: int = 0) -> list[str]:
+    """Strings for `n` cells in global order, tile by tile of `capacity` cells: tile 0 has a run
+    longer than 255 (2-byte run lengths), a 300-character string (2-byte string lengths) and
+    empty strings; tile 1 is all empty strings; later tiles mix unicode, repeats and empties."""
+    words = ["", "a", "bb", "héllo", "wörld", "ünï", "tile", "", "db", "z" * 3]
+    out = []
+    for i in range(n):
+        t, j = divmod(i, capacity)
+        if t == 0:
+            v = "same" if j < 270 else ("L" * 300 if j == 271 else ("" if j % 3 == 0 else f"x{j % 4}"))
+        elif t == 1:
+            v = ""
+        else:
+            v = words[(j * 7 + seed) % len(words)] * (1 + j % 3) + ("" if j % 5 else str(seed))
+        out.append(v)
+    return out
+
+
+#: the attributes of a dense "var_strings" array: TileDB 2.30 (tiledb-py 0.36) crashes with a
+#: segmentation fault writing a dense array with 4 or more of them at once
+DENSE_VAR_STRING_ATTRS = ("rle_ascii", "dict_utf8", "rle_utf8_nullable")
+
+
+def build_var_strings(path: Path, *, sparse: bool = True, cells: int = 700, capacity: int = 300,
+                      attrs: Sequence[str] | None = None) -> BuiltArray:
+    """Var-sized string attributes whose offsets TileDB embeds in the var tile (VAR_STRING_ATTRS:
+    RLE / DICTIONARY, each alone or followed by compressors and a checksum, on ASCII and UTF-8,
+    two nullable). Values: `var_string_values` (long runs, long strings, empty strings, a tile
+    of all-empty strings). Sparse: ASCII string dimensions d0 (own filters RLE) and d1 (own
+    filters DICTIONARY+ZSTD) plus an int32 dim d2; `cells` cells, capacity `capacity`, one
+    fragment. Dense: one int64 dim [0, cells-1] with tile extent `capacity` and only
+    DENSE_VAR_STRING_ATTRS. `attrs` picks attributes by name."""
+    names = list(attrs or (VAR_STRING_ATTRS if sparse else DENSE_VAR_STRING_ATTRS))
+    aspecs = [AttrSpec(n, VAR_STRING_ATTRS[n][0], var=True, nullable=VAR_STRING_ATTRS[n][2],
+                       filters=VAR_STRING_ATTRS[n][1]) for n in names]
+    if sparse:
+        dims = [DimSpec("d0", "string", "ascii", None, None, "RLE"),
+                DimSpec("d1", "string", "ascii", None, None, "DICTIONARY+ZSTD"),
+                DimSpec("d2", "int", np.int32, (0, 1 << 20), 1 << 20)]
+        _create(path, _schema(dims, aspecs, sparse=True, capacity=capacity))
+    else:
+        dims = [DimSpec("d0", "int", np.int64, (0, cells - 1), capacity)]
+        _create(path, _schema(dims, aspecs, sparse=False))
+    built = BuiltArray(path, "var_strings", dict(sparse=sparse, cells=cells, capacity=capacity))
+    clock = Clock()
+    data: dict[str, Any] = {}
+    validity: dict[str, np.ndarray] = {}
+    for k, a in enumerate(aspecs):
+        vals = var_string_values(cells, capacity, seed=k)
+        if a.dtype == "ascii":
+            vals = [v.encode("utf-8").decode("ascii", "replace").replace("\ufffd", "?") for v in vals]
+        arr = np.empty(cells, dtype=object)
+        arr[:] = vals
+        data[a.name] = arr
+        if a.nullable:
+            validity[a.name] = np.array([0 if i % 7 == 3 else 1 for i in range(cells)], dtype=np.uint8)
+    ts = clock.next()
+    if sparse:
+        # coordinates increase with i (d0, then d1, then d2), so cell i is the i-th in global order
+        d0 = np.empty(cells, dtype=object)
+        d0[:] = [f"chr{i // 250:02d}" for i in range(cells)]
+        d1 = np.empty(cells, dtype=object)
+        d1[:] = ["" if i % 250 < 10 else f"s{(i % 250) // 50}" for i in range(cells)]
+        coords = {"d0": d0, "d1": d1, "d2": np.arange(cells, dtype=np.int32)}
+        with tiledb.open(built.uri, "w", timestamp=ts) as A:
+            if validity:
+                _setitem_impl_sparse(A, (d0, d1, coords["d2"]), data,
+                                     {k: v.astype(np.uint8) for k, v in validity.items()})
+            else:
+                A[d0, d1, coords["d2"]] = data
+        built.ops.append(Op("write", ts, coords=coords, data=data, validity=validity))
+    else:
+        with tiledb.open(built.uri, "w", timestamp=ts) as A:
+            A._setitem_impl((slice(0, cells),), data, {k: v for k, v in validity.items()})
+        built.ops.append(Op("write", ts, subarray=[(0, cells - 1)], data=data, validity=validity))
+    return built
+
+
+#: the key the "encrypted" kind uses: TileDB takes a 32-character string as the 32 key bytes
+ENCRYPTION_KEY = "tdbfs-test-key-0123456789abcdef!"
+
+
+def encryption_ctx(key: str = ENCRYPTION_KEY) -> tiledb.Ctx:
+    return tiledb.Ctx({"sm.encryption_type": "AES_256_GCM", "sm.encryption_key": key})
+
+
+def build_encrypted(path: Path, *, sparse: bool = True, key: str = ENCRYPTION_KEY,
+                    filter: str = "BYTESHUFFLE+ZSTD+CHECKSUM_SHA256", var_strings: bool = False) -> BuiltArray:
+    """An AES-256-GCM encrypted array (every generic tile and data tile) written with `key`: the
+    "filters" kind with `filter` (a0 int32, a1 var string, a2 nullable float32, a3 nullable var
+    int32), sparse or dense, plus array metadata; or, with `var_strings`, the "var_strings" kind.
+    Everything TileDB does inside runs with the key as its default context."""
+    with tiledb.scope_ctx(encryption_ctx(key)):
+        if var_strings:
+            built = build_var_strings(path, sparse=sparse, cells=400, capacity=300)
+        else:
+            built = build_filters(path, filter=filter, sparse=sparse)
+        clock = Clock()
+        clock.last = max(op.timestamp for op in built.ops if op.timestamp)
+        put_meta(built, clock, {"secret": "value", "n": 3})
+    built.kind = "encrypted"
+    built.options.update(key=key, sparse=sparse, var_strings=var_strings)
+    return built
+
+
+KINDS["var_strings"] = build_var_strings
+KINDS["encrypted"] = build_encrypted

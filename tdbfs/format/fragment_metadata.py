@@ -373,7 +373,9 @@ class Footer:
 
 def _check_version(version: int, cur: Cursor, at: int) -> None:
     if version == 0xFFFFFFFF or version & EXPERIMENTAL_VERSION_BIT:
-        raise cur.error(f"version {version:#x} was written by an experimental TileDB build", at)
+        raise cur.error(f"version {version:#x} ({version}) was written by an experimental TileDB build "
+                        "(TILEDB_EXPERIMENTAL_FEATURES): its layout is not a released format and TileDB refuses "
+                        "it, so it is not decoded", at)
     if version < 3:
         raise cur.error(f"version {version}: formats 1 and 2 have no footer (whole-file generic tile, §5.7)", at)
     if version > MAX_FOOTER_VERSION:
@@ -617,6 +619,8 @@ def footer_to_dict(footer: Footer) -> dict:
     if v >= 7:
         d["file_validity_sizes"] = [int(x) for x in footer.file_validity_sizes]
     g = footer.generic_tile_offsets
+    if g is None:       # formats 1/2 (legacy_footer): no generic tiles, no footer length
+        return d
     gd: dict = {"rtree": int(g.rtree)}
     for key in ("tile_offsets", "tile_var_offsets", "tile_var_sizes", "tile_validity_offsets",
                 "tile_min_offsets", "tile_max_offsets", "tile_sum_offsets", "tile_null_count_offsets"):
@@ -856,6 +860,27 @@ def parse_fragment_min_max_sum_null_count(payload, file: str, fields, *,
     return tuple(out)
 
 
+def fragment_summary_to_dict(summary: tuple[FragmentFieldSummary, ...], fields) -> dict:
+    """Fragment-level min / max / sum / null count (v>=12) per field name, for YAML.
+
+    Only what the writer fills in is shown: min/max where the field has them,
+    a sum where it has sums, a null count for nullable attributes.
+    """
+    out = {}
+    for s, f in zip(summary, fields):
+        if f.kind == COORDS:
+            continue
+        entry: dict = {}
+        if s.min is not None or s.max is not None:
+            entry["min"], entry["max"] = _plain(s.min), _plain(s.max)
+        if f.has_sum:
+            entry["sum"] = s.sum
+        if f.nullable:
+            entry["null_count"] = int(s.null_count)
+        out[f.name] = entry
+    return out
+
+
 def parse_processed_conditions(payload, file: str, *, within: str = "processed conditions") -> tuple[str, ...]:
     """`u64 n, n x {u64 len, bytes}`: names of the delete/update commits already applied (§5.5)."""
     cur = Cursor(payload, file, "processed conditions", within=within)
@@ -953,3 +978,84 @@ def legacy_to_dict(meta: LegacyFragmentMetadata) -> dict:
         "file_sizes": list(meta.file_sizes),
         "file_var_sizes": list(meta.file_var_sizes),
     }
+
+
+def legacy_footer(meta: LegacyFragmentMetadata, dense: bool) -> Footer:
+    """The footer-shaped view of a format 1/2 fragment: the same fields, taken from its one generic tile.
+
+    Formats 1/2 store no `dense` flag: TileDB decides it by the presence of
+    `__coords.tdb`, so the caller passes it. There are no generic tile offsets
+    (the lists are inline, see `meta`) and no footer length.
+    """
+    return Footer(version=meta.version, array_schema_name=None, dense=dense,
+                  null_non_empty_domain=meta.non_empty_domain is None, non_empty_domain=meta.non_empty_domain,
+                  sparse_tile_num=0 if dense else meta.mbrs.mbr_num, last_tile_cell_num=meta.last_tile_cell_num,
+                  has_timestamps=None, has_delete_meta=None, file_sizes=meta.file_sizes,
+                  file_var_sizes=meta.file_var_sizes, file_validity_sizes=None, generic_tile_offsets=None,
+                  optional_sections=None, footer_length=0, fields=meta.fields,
+                  notes=(f"format {meta.version}: no footer; the fields come from the whole-file generic tile (§5.7)",))
+
+
+def legacy_rtree(meta: LegacyFragmentMetadata) -> RTree:
+    """Formats 1/2 keep only the leaf MBRs (one per sparse tile): an R-tree of one level."""
+    return RTree(meta.version, 0, (meta.mbrs,) if meta.mbrs.mbr_num else ())
+
+
+def legacy_footer_to_dict(meta: LegacyFragmentMetadata, dense: bool) -> dict:
+    """footer.yaml of a format 1/2 fragment: the footer keys it has (VIEWS.md), then the inline lists."""
+    d = footer_to_dict(legacy_footer(meta, dense))
+    for key in ("generic_tile_offsets", "footer_length"):
+        d.pop(key, None)
+    d["legacy_fragment_metadata"] = {
+        "note": "formats 1 and 2 have no footer: __fragment_metadata.tdb is one generic tile holding every "
+                "list inline; dense is decided by the presence of __coords.tdb",
+        "mbr_num": meta.mbrs.mbr_num,
+        "bounding_coords_num": meta.bounding_coords_num,
+        "tile_offsets": [a.tolist() for a in meta.tile_offsets],
+        "tile_var_offsets": [a.tolist() for a in meta.tile_var_offsets],
+        "tile_var_sizes": [a.tolist() for a in meta.tile_var_sizes],
+    }
+    return d
+
+
+# ---------------------------------------------------------------------------
+# 5.2 Legacy __coords.tdb (formats 1-4): all dimensions in one tile
+# ---------------------------------------------------------------------------
+
+#: Filters TileDB 1.4 counted as the coordinates' "compressor" (GZIP, ZSTD, LZ4, RLE, BZIP2, DOUBLE_DELTA).
+_COMPRESSION_FILTER_IDS = frozenset({1, 2, 3, 4, 5, 6})
+
+
+def coords_zipped(version: int, coords_filters) -> bool:
+    """Whether a legacy `__coords.tdb` tile is zipped (x1,y1,x2,y2,...) rather than split per dimension.
+
+    Format 1 split the coordinates only when the coords pipeline had a
+    compressor; from format 2 they are always split (§5.2).
+    """
+    if version >= 2:
+        return False
+    return not any(f.id in _COMPRESSION_FILTER_IDS for f in coords_filters.filters)
+
+
+def split_coords(data, dims, zipped: bool, file: str = "__coords.tdb", structure: str = "coordinates tile",
+                 offset: int = 0) -> tuple[np.ndarray, ...]:
+    """One decoded `__coords` tile cut into per-dimension coordinate arrays (dimensions share one type).
+
+    Zipped: D values per cell, cell after cell. Unzipped: all of dimension 0,
+    then all of dimension 1, ...
+    """
+    dims = tuple(dims)
+    if not dims:
+        raise FormatError(file, structure, offset, "the schema has no dimensions")
+    dt = dims[0].datatype
+    if any(d.datatype.id != dt.id for d in dims):
+        raise FormatError(file, structure, offset, "legacy coordinates need one datatype for every dimension")
+    D = len(dims)
+    cell = D * dt.size
+    if len(data) % cell:
+        raise FormatError(file, structure, offset,
+                          f"{len(data)} bytes is not a whole number of {D}-dimensional {cell}-byte coordinates")
+    values = np.frombuffer(bytes(data), dt.dtype)
+    n = len(values) // D
+    table = values.reshape(n, D).T if zipped else values.reshape(D, n)
+    return tuple(np.ascontiguousarray(table[j]) for j in range(D))

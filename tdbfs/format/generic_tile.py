@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from .cursor import Cursor
 from .datatypes import DATATYPES, datatype_name
 from .errors import FormatError
-from .filters import FilterPipeline, parse_pipeline, pipeline_to_dict
+from .filters import COMPRESSOR_NAMES, FilterPipeline, parse_pipeline, pipeline_to_dict
 from .tile import ChunkRecord, FilterContext, parse_chunk_headers, tile_end, unfilter_tile, CHAR
+from .reversers.common import StageError
+from .reversers.encryption import NO_KEY_MESSAGE, EncryptedError, parse_parts
 
 HEADER_BASE_SIZE = 34
+EXPERIMENTAL_VERSION_BIT = 0x80000000
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,50 @@ class GenericTile:
         return self.header.end
 
 
+#: Newest format version a released TileDB writes or is about to (§6.2).
+MAX_KNOWN_VERSION = 23
+#: TileDB <= 1.3 header: u64 compressed_size, u64 tile_size, u8 datatype, u64 cell_size, u8 compressor, i32 level.
+PRE_FORMAT_HEADER_SIZE = 30
+
+
+def pre_format_header(data, offset: int = 0) -> dict | None:
+    """The fields of a TileDB <= 1.3 (pre-format-1) generic tile header, if the bytes at `offset` are one (§2.1).
+
+    Such a header has no version field and is followed by one compressed blob
+    that ends the file; that is what is checked, with plausible datatype and
+    compressor bytes.
+    """
+    if len(data) - offset < PRE_FORMAT_HEADER_SIZE:
+        return None
+    compressed, tile_size, dtype, cell_size, compressor, level = struct.unpack_from("<QQBQBi", data, offset)
+    if offset + PRE_FORMAT_HEADER_SIZE + compressed != len(data) or dtype > 43 or compressor > 8 or not cell_size:
+        return None
+    return {"compressed_size": compressed, "tile_size": tile_size, "datatype": datatype_name(dtype),
+            "cell_size": cell_size, "compressor": COMPRESSOR_NAMES.get(compressor, str(compressor)), "level": level}
+
+
+def _refuse_pre_format(data, offset: int, file: str, structure: str) -> None:
+    old = pre_format_header(data, offset)
+    if old is not None:
+        raise FormatError(file, f"{structure} generic tile header", offset,
+                          "pre-format generic tile (TileDB <= 1.3): the old 30-byte header without a version field "
+                          f"(compressed_size {old['compressed_size']}, tile_size {old['tile_size']}, compressor "
+                          f"{old['compressor']}); format version 1 (TileDB 1.4) replaced it and TileDB refuses "
+                          "such arrays, so it is not decoded")
+
+
 def read_generic_tile_header(data, offset: int, file: str, structure: str) -> GenericTileHeader:
+    try:
+        header = _read_header(data, offset, file, structure)
+    except FormatError:
+        _refuse_pre_format(data, offset, file, structure)
+        raise
+    if MAX_KNOWN_VERSION < header.version < EXPERIMENTAL_VERSION_BIT:
+        _refuse_pre_format(data, offset, file, structure)
+    return header
+
+
+def _read_header(data, offset: int, file: str, structure: str) -> GenericTileHeader:
     cur = Cursor(data, file, f"{structure} generic tile header", pos=offset)
     version = cur.u32("version")
     persisted = cur.u64("persisted_size")
@@ -68,9 +115,14 @@ def read_generic_tile_header(data, offset: int, file: str, structure: str) -> Ge
     return GenericTileHeader(offset, version, persisted, tile_size, dtype, cell_size, encryption, fps, filters)
 
 
-def read_generic_tile(data, offset: int, file: str, structure: str) -> GenericTile:
-    """Decode the generic tile at `offset` of `data` (the file's bytes) into its payload."""
+def read_generic_tile(data, offset: int, file: str, structure: str, key=None) -> GenericTile:
+    """Decode the generic tile at `offset` of `data` (the file's bytes) into its payload.
+
+    `key` (an EncryptionKey) decrypts tiles whose header says AES-256-GCM; their
+    pipeline then ends with the AES_256_GCM filter (§2.1), reversed like any other.
+    """
     header = read_generic_tile_header(data, offset, file, structure)
+    check_encryption(header, file, structure, key)
     view = memoryview(data)[:header.end]
     headers = parse_chunk_headers(view, file, header.payload_offset, f"{structure} generic tile")
     end = tile_end(headers, header.payload_offset)
@@ -78,10 +130,51 @@ def read_generic_tile(data, offset: int, file: str, structure: str) -> GenericTi
         raise FormatError(file, f"{structure} generic tile", header.payload_offset,
                           f"chunks end at byte {end} but persisted_size says {header.end}")
     dt = DATATYPES.get(header.datatype, CHAR)
-    ctx = FilterContext(dt, header.cell_size, header.version)
+    ctx = FilterContext(dt, header.cell_size, header.version, key=key)
     decoded = unfilter_tile(view, file, header.payload_offset, header.filters, ctx,
                             f"{structure} generic tile", expected_size=header.tile_size, headers=headers)
     return GenericTile(header, decoded.data, decoded.chunks, decoded.checksum_failures)
+
+
+ENCRYPTION_TYPES = {0: "NONE", 1: "AES_256_GCM"}
+
+
+def check_encryption(header: GenericTileHeader, file: str, structure: str, key) -> None:
+    """Refuse, naming the tile, an encryption this header announces and cannot be undone here."""
+    where = f"{structure} generic tile header"
+    if header.encryption_type not in ENCRYPTION_TYPES:
+        raise FormatError(file, where, header.offset + 29, f"unknown encryption_type {header.encryption_type}")
+    if header.encryption_type == 0:
+        return
+    if not any(f.id == 11 for f in header.filters.filters):
+        raise FormatError(file, where, header.offset + 34,
+                          "encryption_type is AES_256_GCM but the pipeline has no AES_256_GCM filter")
+    if key is None:
+        raise EncryptedError(file, where, header.offset, NO_KEY_MESSAGE)
+
+
+def generic_tile_envelope(data, offset: int, file: str, structure: str) -> dict:
+    """What an encrypted generic tile shows without its key: header, chunk headers and,
+    per chunk, the AES-256-GCM part headers (lengths, IVs, tags), which are not encrypted."""
+    header = read_generic_tile_header(data, offset, file, structure)
+    view = memoryview(data)[:header.end]
+    out = header_to_dict(header)
+    out["encryption"] = ENCRYPTION_TYPES.get(header.encryption_type, f"UNKNOWN({header.encryption_type})")
+    chunks = []
+    last = header.filters.filters[-1].id if header.filters.filters else None
+    for h in parse_chunk_headers(view, file, header.payload_offset, f"{structure} generic tile"):
+        entry = {"index": h.index, "offset": h.offset, "unfiltered_size": h.unfiltered_size,
+                 "filtered_size": h.filtered_size, "metadata_size": h.metadata_size}
+        if last == 11:
+            try:
+                parts, _ = parse_parts(view[h.metadata_offset:h.data_offset])
+                entry["aes_256_gcm_parts"] = [p.to_dict() for p in parts]
+            except StageError as exc:
+                raise FormatError(file, f"{structure} generic tile", h.metadata_offset,
+                                  f"chunk {h.index}, AES_256_GCM header: {exc}") from None
+        chunks.append(entry)
+    out["chunks"] = chunks
+    return out
 
 
 def header_to_dict(h: GenericTileHeader) -> dict:

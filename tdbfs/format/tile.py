@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .cursor import Cursor
 from .datatypes import Datatype, DATATYPES
 from .errors import FormatError
@@ -52,6 +54,9 @@ class DecodedTile:
     data: bytes
     chunks: tuple[ChunkRecord, ...]
     checksum_failures: tuple[str, ...] = ()
+    # Var strings under RLE/DICTIONARY (§3.4): the uint64 tile-relative offsets the
+    # filter rebuilt while decoding the var tile (one per cell), else None.
+    offsets: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class FilterContext:
     cell_size: int            # the tile's cell size (classic RLE needs it)
     version: int              # format version of the fragment or generic tile
     var_strings: bool = False  # var data of an ASCII/UTF-8 field whose RLE/DICTIONARY embeds the offsets
+    cell_num: int | None = None  # cells of the tile, when known (bounds the offsets var strings rebuild)
+    key: object = field(default=None, repr=False, compare=False)  # EncryptionKey for AES-256-GCM, never shown
 
 
 UINT8 = DATATYPES[6]
@@ -112,10 +119,14 @@ def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: F
     outputs = []
     records = []
     failures = []
+    offsets = []
     for h in headers:
         md = view[h.metadata_offset - base:h.data_offset - base]
         chunk = view[h.data_offset - base:h.end - base]
         out, stages, bad = filter_reversal.reverse_chunk(md, chunk, h, pipeline, ctx, file, structure)
+        for stage in stages:
+            if "_offsets" in stage:  # var strings: offsets rebuilt from the chunk (one chunk per tile)
+                offsets.append(stage.pop("_offsets"))
         if len(out) != h.unfiltered_size:
             raise FormatError(file, structure, h.offset,
                               f"chunk {h.index} unfiltered to {len(out)} bytes, its header says {h.unfiltered_size}")
@@ -123,4 +134,23 @@ def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: F
         records.append(ChunkRecord(h, tuple(stages)))
         failures.extend(bad)
     result = outputs[0] if len(outputs) == 1 else b"".join(outputs)
-    return DecodedTile(bytes(result), tuple(records), tuple(failures))
+    rebuilt = None
+    if offsets:
+        if len(offsets) != len(headers):
+            raise FormatError(file, structure, offset, f"offsets were rebuilt for {len(offsets)} of the "
+                                                       f"{len(headers)} chunks of a var-string tile")
+        rebuilt = _join_offsets(offsets, outputs)
+    return DecodedTile(bytes(result), tuple(records), tuple(failures), rebuilt)
+
+
+def _join_offsets(parts, outputs) -> bytes:
+    """Per-chunk offsets made relative to the whole tile (TileDB writes one chunk; more is tolerated)."""
+    if len(parts) == 1:
+        return parts[0].astype("<u8", copy=False).tobytes()
+    shifts = np.cumsum([0] + [len(o) for o in outputs[:-1]], dtype=np.uint64)
+    return np.concatenate([p + s for p, s in zip(parts, shifts)]).astype("<u8").tobytes()
+
+
+def empty_offsets(cell_num: int) -> bytes:
+    """Offsets of a var-string tile whose var data has no chunk: every cell is the empty string."""
+    return bytes(8 * cell_num)

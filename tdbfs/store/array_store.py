@@ -56,7 +56,7 @@ class ProblemLog:
 
 
 class ArrayStore:
-    def __init__(self, path: str, cache_bytes: int = 512 << 20):
+    def __init__(self, path: str, cache_bytes: int = 512 << 20, key=None):
         path = os.path.abspath(path)
         if not os.path.exists(path):
             raise FileNotFoundError(f"array not found: {path}")
@@ -72,6 +72,7 @@ class ArrayStore:
         self._lock = threading.RLock()
         self._parsed: dict = {}          # (kind, relpath, size) -> parsed object; files never change
         self._fragments: dict = {}       # fragment relpath -> Fragment
+        self.key = key                   # EncryptionKey of an AES-256-GCM array, or None (never shown)
 
     # -- files ---------------------------------------------------------------
     def abspath(self, rel: str) -> str:
@@ -130,10 +131,24 @@ class ArrayStore:
         size = self.file_size(rel)
 
         def make():
-            tile = read_generic_tile(self.read_file(rel), offset, rel, structure)
+            tile = read_generic_tile(self.read_file(rel), offset, rel, structure, key=self.key)
             return tile, len(tile.payload) + 512
 
         return self.cache.get_or_make(("gtile", rel, size, offset), make)
+
+    def encryption_type(self, rel: str | None = None) -> int:
+        """encryption_type of the generic tile header of `rel` (default: the latest schema); 0 if unreadable.
+
+        Only the unencrypted 34-byte header is read, so this works without the key.
+        """
+        rel = rel or self.latest_schema_file()
+        if not rel:
+            return 0
+        try:
+            head = self.pread(rel, 0, 34)
+        except OSError:
+            return 0
+        return head[29] if len(head) == 34 else 0
 
     # -- schemas -------------------------------------------------------------
     def schema_files(self) -> list[str]:
@@ -151,7 +166,7 @@ class ArrayStore:
         from ..format.schema import parse_schema
 
         def parse(data):
-            tile = read_generic_tile(data, 0, rel, "array schema")
+            tile = read_generic_tile(data, 0, rel, "array schema", key=self.key)
             return parse_schema(tile.payload, rel)
 
         return self.parsed("schema", rel, parse)
@@ -177,7 +192,7 @@ class ArrayStore:
         from ..format.enumeration import parse_enumeration
 
         def parse(data):
-            return parse_enumeration(read_generic_tile(data, 0, rel, "enumeration").payload, rel)
+            return parse_enumeration(read_generic_tile(data, 0, rel, "enumeration", key=self.key).payload, rel)
 
         return self.parsed("enumeration", rel, parse)
 
@@ -241,6 +256,10 @@ class ArrayStore:
                             out.setdefault(p[:-4], rel)
                 except Exception as exc:  # recorded, the rest still works
                     self.problems.add_error(exc, rel, "consolidated commits")
+        # Formats 1-4 had no marker: a root fragment folder with its metadata file counts as committed.
+        for n in self.listdir(""):
+            if n not in out and _legacy_unmarked(n) and os.path.isfile(self.abspath(f"{n}/{FRAGMENT_METADATA_FILE}")):
+                out[n] = f"{n}/{FRAGMENT_METADATA_FILE}"
         return out
 
     def vacuum_lists(self) -> dict[str, str]:
@@ -277,6 +296,13 @@ def _looks_like_fragment(name: str) -> bool:
         return parse_fragment_name(name) is not None
     except Exception:
         return False
+
+
+def _legacy_unmarked(name: str) -> bool:
+    """A fragment name without a version suffix (formats 1-4), which TileDB commits without a marker."""
+    from ..format.names import try_parse_name
+    n = try_parse_name(name)
+    return n is not None and not n.extension and n.format_version is None
 
 
 def _timestamp_key(name: str):

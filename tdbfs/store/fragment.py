@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..format import fragment_metadata as fm
 from ..format.datatypes import DATATYPES
 from ..format.errors import FormatError
-from ..format.filter_reversal import UnsupportedFilter
 from ..format.filters import EMPTY_PIPELINE, FilterPipeline
 from ..format.names import parse_fragment_name
-from ..format.tile import DecodedTile, FilterContext, unfilter_tile, UINT8, UINT64
+from ..format.reversers.encryption import NO_KEY_MESSAGE, EncryptedError
+from ..format.filters import FilterSpec
+from ..format.tile import DecodedTile, FilterContext, empty_offsets, unfilter_tile, UINT8, UINT64
+
+# Data tiles of an encrypted array end with this filter, which no schema pipeline lists (§3.1).
+AES_256_GCM = FilterSpec(11)
 
 # The streams of one field: fixed data (or the offsets of a var-sized field), var data, validity.
 DATA, VAR, VALIDITY = "data", "var", "validity"
@@ -95,6 +99,10 @@ class Fragment:
             data = self.metadata_bytes()
             rel = self._file(fm_file())
             name_version = self._name_version()
+            if name_version is not None and name_version <= 2:
+                # Formats 1/2: no footer; dense iff there is no __coords.tdb (§5.7).
+                dense = not any(n == fm.COORDS_NAME + ".tdb" for n, _ in self.files())
+                return fm.legacy_footer(self.legacy_metadata(), dense), self.store.schema_by_name("")
             if name_version is not None and name_version >= 10:
                 offset, length = fm.locate_footer(data, len(data), name_version, None, rel)
                 _, schema_name = fm.peek_footer_schema_name(data, rel, offset)
@@ -108,6 +116,17 @@ class Fragment:
     def schema(self):
         self.footer()
         return self._memo["footer"][1]
+
+    def legacy_metadata(self):
+        """Format 1/2 `__fragment_metadata.tdb` (one generic tile, §5.7); None for later formats."""
+        if self._name_version() not in (1, 2):
+            return None
+
+        def make():
+            rel = self._file(fm_file())
+            tile = self.store.generic_tile(rel, 0, "legacy fragment metadata")
+            return fm.parse_legacy_fragment_metadata(tile.payload, rel, self.store.schema_by_name(""))
+        return self._once("legacy", make)
 
     def _name_version(self) -> int | None:
         try:
@@ -131,6 +150,8 @@ class Fragment:
     def rtree(self):
         def make():
             footer = self.footer()
+            if footer.generic_tile_offsets is None:
+                return fm.legacy_rtree(self.legacy_metadata())
             payload = self._gtile_payload(footer.generic_tile_offsets.rtree, "R-tree")
             return fm.parse_rtree(payload, self._file(fm_file()), self.schema().dimensions, footer.version)
         return self._once("rtree", make)
@@ -138,6 +159,8 @@ class Fragment:
     def _u64_list(self, kind: str, idx: int) -> np.ndarray:
         def make():
             footer = self.footer()
+            if footer.generic_tile_offsets is None:
+                return _legacy_list(self.legacy_metadata(), kind, idx, self._file(fm_file()))
             offset = getattr(footer.generic_tile_offsets, kind)[idx]
             payload = self._gtile_payload(offset, f"{kind}[{idx}]")
             return fm.parse_u64_list(payload, self._file(fm_file()), f"{kind}[{idx}]")
@@ -193,7 +216,10 @@ class Fragment:
     def stored_fields(self) -> list:
         """Fields with data files: attributes, dimensions of sparse fragments, t/dt/dci."""
         footer = self.footer()
-        return [f for f in self.fields() if f.kind != fm.COORDS and not (f.kind == fm.DIMENSION and footer.dense)]
+        # The __coords slot is a phantom from format 5 on; before, sparse fragments store __coords.tdb.
+        return [f for f in self.fields()
+                if not (f.kind == fm.COORDS and (footer.version >= 5 or footer.dense))
+                and not (f.kind == fm.DIMENSION and footer.dense)]
 
     def tile_count(self, idx: int | None = None) -> int:
         footer = self.footer()
@@ -260,14 +286,21 @@ class Fragment:
 
     def filter_context(self, field, stream: str) -> FilterContext:
         version = self.footer().version
+        key = self.store.key
         if stream == VALIDITY:
-            return FilterContext(UINT8, 1, version)
+            return FilterContext(UINT8, 1, version, key=key)
         if stream == DATA and field.var_sized:
-            return FilterContext(UINT64, 8, version)
+            return FilterContext(UINT64, 8, version, key=key)
         if stream == VAR:
             return FilterContext(field.datatype, field.datatype.size, version,
-                                 var_strings=self.offsets_embedded(field))
-        return FilterContext(field.datatype, field.cell_size, version)
+                                 var_strings=self.offsets_embedded(field), key=key)
+        return FilterContext(field.datatype, field.cell_size, version, key=key)
+
+    def encrypted(self) -> bool:
+        """AES-256-GCM, as the (unencrypted) header of the first generic tile of the metadata file says.
+
+        Data tiles then end with an implicit AES_256_GCM filter that no schema pipeline lists (§3.1)."""
+        return self._once("encrypted", lambda: self.store.encryption_type(self._file(fm_file())) == 1)
 
     def offsets_embedded(self, field) -> bool:
         """Var strings whose first filter is RLE (v>=12) or DICTIONARY (v>=13) for ASCII, either for
@@ -290,21 +323,25 @@ class Fragment:
 
         def make():
             if stream == DATA and self.offsets_embedded(field):
-                raise UnsupportedFilter(self._file(field.stem + ".tdb"), f"tile {k}", 0,
-                                        "the offsets of this var string field are embedded in its RLE/DICTIONARY "
-                                        "var data; rebuilding them is not supported yet")
+                return self._embedded_offsets(field, k)
             loc = self.location(field, k, stream)
             raw = self.store.pread(loc.file, loc.offset, loc.persisted_size)
             if len(raw) != loc.persisted_size:
                 raise FormatError(loc.file, "tile", loc.offset + len(raw),
                                   f"tile {k} should be {loc.persisted_size} bytes but the file ends after {len(raw)}")
-            decoded = unfilter_tile(raw, loc.file, loc.offset, self.pipeline(field, stream),
-                                    self.filter_context(field, stream), f"tile {k}",
+            pipeline, ctx = self.pipeline(field, stream), self.filter_context(field, stream)
+            if self.encrypted():
+                if self.store.key is None:
+                    raise EncryptedError(loc.file, f"tile {k}", loc.offset, NO_KEY_MESSAGE)
+                pipeline = FilterPipeline(pipeline.max_chunk_size, pipeline.filters + (AES_256_GCM,))
+            if ctx.var_strings:
+                ctx = replace(ctx, cell_num=self.tile_cell_num(k))
+            decoded = unfilter_tile(raw, loc.file, loc.offset, pipeline, ctx, f"tile {k}",
                                     expected_size=loc.unfiltered_size, base=loc.offset)
             for failure in decoded.checksum_failures:
                 self.problems.add({"file": loc.file, "structure": f"tile {k}", "offset": loc.offset,
                                    "message": failure})
-            return decoded, len(decoded.data) + 256 * len(decoded.chunks)
+            return decoded, len(decoded.data) + len(decoded.offsets or b"") + 256 * len(decoded.chunks)
 
         try:
             return self.store.cache.get_or_make(key, make)
@@ -313,6 +350,32 @@ class Fragment:
         except Exception as exc:
             self.problems.add_error(exc, self._file(field.stem), f"tile {k}")
             raise
+
+    def _embedded_offsets(self, field, k: int):
+        """The offsets of tile k of a var-string field whose RLE/DICTIONARY embeds them (§3.4): rebuilt
+        while decoding the var tile (the same cached decode), as the uint64 tile-relative offsets TileDB
+        returns. The offsets file holds an empty tile there; a var tile without chunks is all empty strings."""
+        cells = self.tile_cell_num(k)
+        var = self.tile(field, k, VAR)
+        offsets = var.offsets if var.offsets is not None else empty_offsets(cells)
+        if var.offsets is None and var.data:
+            raise FormatError(self._file(field.stem + "_var.tdb"), f"tile {k}", 0,
+                              "var-string tile decoded without rebuilding its offsets")
+        if len(offsets) != 8 * cells:
+            raise FormatError(self._file(field.stem + "_var.tdb"), f"tile {k}", 0,
+                              f"{len(offsets) // 8} offsets rebuilt for a tile of {cells} cells")
+        return DecodedTile(offsets, ()), len(offsets) + 256
+
+
+def _legacy_list(meta, kind: str, idx: int, file: str):
+    """A per-field list of format 1/2 metadata, which holds them inline instead of in generic tiles."""
+    lists = {"tile_offsets": meta.tile_offsets, "tile_var_offsets": meta.tile_var_offsets,
+             "tile_var_sizes": meta.tile_var_sizes}.get(kind)
+    if lists is None:
+        raise FormatError(file, "legacy fragment metadata", 0, f"format {meta.version} has no {kind}")
+    if idx >= len(lists):
+        raise FormatError(file, "legacy fragment metadata", 0, f"{kind} has {len(lists)} lists, no list {idx}")
+    return lists[idx]
 
 
 class _Failed:

@@ -45,7 +45,22 @@ def array_summary(store) -> dict:
         "fragment_meta_files": len(store.fragment_meta_files()),
     }
     out["sizes"] = _sizes(store.path)
+    out["encryption"] = _encryption(store, latest)
     out["problems"] = store.all_problems()
+    return out
+
+
+def _encryption(store, latest) -> dict:
+    """Whether the array is encrypted (from the unencrypted schema tile header) and whether a key was given;
+    for an encrypted schema, its generic tile header, chunk headers and AES-256-GCM part headers."""
+    from ..format.generic_tile import generic_tile_envelope
+    enc = store.encryption_type(latest) if latest else 0
+    out: dict = {"type": {0: "NONE", 1: "AES_256_GCM"}.get(enc, f"UNKNOWN({enc})"), "key_given": store.key is not None}
+    if enc and latest:
+        try:
+            out["schema_generic_tile"] = generic_tile_envelope(store.read_file(latest), 0, latest, "array schema")
+        except Exception as exc:
+            store.problems.add_error(exc, latest, "array schema")
     return out
 
 

@@ -22,7 +22,7 @@ def fragment_dir(store, rel: str) -> DirNode:
         return {
             "fragment.yaml": LiveFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
                                       mtime=t),
-            "footer.yaml": yaml_file(lambda: fm.footer_to_dict(frag.footer()), problems,
+            "footer.yaml": yaml_file(lambda: footer_view(frag), problems,
                                      f"{rel}/__fragment_metadata.tdb", "footer", mtime=t),
             "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag), frag), immutable=True,
                                mtime=frag.mtime()),
@@ -100,6 +100,13 @@ class TileFile(FileNode):
         return tile.data[offset:offset + size]
 
 
+def footer_view(frag: Fragment) -> dict:
+    legacy = frag.legacy_metadata()
+    if legacy is not None:
+        return fm.legacy_footer_to_dict(legacy, frag.footer().dense)
+    return fm.footer_to_dict(frag.footer())
+
+
 # -- fragment.yaml -------------------------------------------------------------------
 
 def fragment_summary(frag: Fragment) -> dict:
@@ -129,6 +136,12 @@ def fragment_summary(frag: Fragment) -> dict:
         out["has_timestamps"] = bool(getattr(footer, "has_timestamps", False))
         out["has_delete_meta"] = bool(getattr(footer, "has_delete_meta", False))
         out["fields"] = {f.stem: f.name for f in frag.stored_fields()}
+        g = footer.generic_tile_offsets
+        if g is not None and g.fragment_min_max_sum_null_count is not None:      # v>=12
+            out["fragment_statistics"] = fm.fragment_summary_to_dict(frag.fragment_min_max_sum_null_count(),
+                                                                     frag.fields())
+        if g is not None and g.processed_conditions is not None:                 # v>=16
+            out["processed_conditions"] = list(frag.processed_conditions())
     except Exception:
         pass  # recorded in problems by the store
     out["files"] = {name: size for name, size in frag.files()}
@@ -208,9 +221,97 @@ def _cell_value(v):
 def _field_dirs(frag: Fragment, dims: bool) -> dict:
     out = {}
     for f in frag.stored_fields():
-        if (f.kind == fm.DIMENSION) != dims:
+        if (f.kind in (fm.DIMENSION, fm.COORDS)) != dims:
             continue
         out[f.stem] = StaticDir(lambda f=f: _tile_files(frag, f), immutable=True, mtime=frag.mtime())
+        if f.kind == fm.COORDS:
+            # Formats 1-4: one __coords.tdb for all dimensions, shown as stored and split per dimension.
+            for j, d in enumerate(frag.schema().dimensions):
+                out[coords_dim_stem(d.name, j)] = StaticDir(lambda j=j, f=f: _coords_dim_files(frag, f, j),
+                                                           immutable=True, mtime=frag.mtime())
+    return out
+
+
+def coords_dim_stem(name: str, j: int) -> str:
+    """Folder of one dimension split out of __coords: its name, as formats <= 7 named data files."""
+    if name in ("", ".", "..", fm.COORDS_NAME) or "/" in name or "\0" in name:
+        return f"d{j}"
+    return name
+
+
+class CoordsDimTile(FileNode):
+    """Dimension j's coordinates of one legacy __coords tile (derived from the decoded tile)."""
+
+    immutable = True
+
+    def __init__(self, frag: Fragment, coords, j: int, k: int, mtime: float = 0.0):
+        self._frag, self._coords, self._j, self._k, self._mtime = frag, coords, j, k, mtime
+
+    def mtime(self) -> float:
+        return self._mtime
+
+    def size(self) -> int:
+        try:
+            return self._frag.tile_cell_num(self._k) * self._frag.schema().dimensions[self._j].coord_size
+        except Exception as exc:
+            raise ViewError(str(exc)) from None
+
+    def read(self, offset: int, size: int) -> bytes:
+        try:
+            data = coords_dim_values(self._frag, self._coords, self._j, self._k).tobytes()
+        except Exception as exc:
+            raise ViewError(str(exc)) from None
+        return data[offset:offset + size]
+
+
+def coords_dim_values(frag: Fragment, coords, j: int, k: int) -> np.ndarray:
+    tile = frag.tile(coords, k, DATA)
+    loc = frag.location(coords, k, DATA)
+    zipped = fm.coords_zipped(frag.footer().version, frag.schema().coords_filters)
+    return fm.split_coords(tile.data, frag.schema().dimensions, zipped, loc.file, f"tile {k}", loc.offset)[j]
+
+
+def _coords_dim_files(frag: Fragment, coords, j: int) -> dict:
+    t = frag.mtime()
+    dim = frag.schema().dimensions[j]
+    ntiles = frag.tile_count(coords.idx)
+    where = f"{frag.rel}/{coords.file}"
+    out = {"info.yaml": yaml_file(lambda: coords_dim_info(frag, coords, j), frag.problems, where,
+                                  "field info", mtime=t)}
+    for k in range(ntiles):
+        out[f"tile_{k}.bin"] = CoordsDimTile(frag, coords, j, k, t)
+        out[f"tile_{k}.txt"] = CachedFile(
+            frag.store.cache, ("coords_txt", frag.rel, j, k),
+            guarded(lambda k=k: fixed_cells_text(coords_dim_values(frag, coords, j, k), 1,
+                                                 dim.datatype.is_string, None),
+                    frag.problems, where, f"tile {k}"), mtime=t)
+        out[f"tile_{k}.yaml"] = CachedFile(
+            frag.store.cache, ("coords_yaml", frag.rel, j, k),
+            guarded(lambda k=k: to_yaml(coords_dim_record(frag, coords, j, k)), frag.problems, where,
+                    f"tile {k}"), mtime=t)
+    return out
+
+
+def _layout(frag: Fragment) -> str:
+    if fm.coords_zipped(frag.footer().version, frag.schema().coords_filters):
+        return "zipped (one value per dimension, cell after cell)"
+    return "unzipped (all values of each dimension, dimension after dimension)"
+
+
+def coords_dim_info(frag: Fragment, coords, j: int) -> dict:
+    d = frag.schema().dimensions[j]
+    return {"name": d.name, "stem": coords_dim_stem(d.name, j), "kind": "dimension", "position": j,
+            "datatype": d.datatype.name, "cell_val_num": 1, "nullable": False,
+            "derived_from": coords.file, "coords_layout": _layout(frag),
+            "filters": {"data": pipeline_to_dict(frag.pipeline(coords, DATA))},
+            "data_files": {coords.file: dict(frag.files()).get(coords.file)},
+            "tile_count": frag.tile_count(coords.idx)}
+
+
+def coords_dim_record(frag: Fragment, coords, j: int, k: int) -> dict:
+    out = tile_record(frag, coords, k)
+    out.update({"field": frag.schema().dimensions[j].name, "stem": coords_dim_stem(frag.schema().dimensions[j].name, j),
+                "derived_from": f"{coords.stem}/tile_{k}.bin", "coords_layout": _layout(frag)})
     return out
 
 
@@ -253,6 +354,10 @@ def field_info(frag: Fragment, field) -> dict:
         fname = field.stem + suffix[stream]
         out["data_files"][fname] = files.get(fname)
     out["tile_count"] = frag.tile_count(field.idx)
+    if field.kind == fm.COORDS:
+        out["dimensions"] = [d.name for d in frag.schema().dimensions]
+        out["coords_layout"] = _layout(frag)
+        out["split_into"] = [coords_dim_stem(d.name, j) for j, d in enumerate(frag.schema().dimensions)]
     return out
 
 
@@ -262,6 +367,12 @@ def tile_text(frag: Fragment, field, k: int) -> bytes:
         validity = np.frombuffer(frag.tile(field, k, VALIDITY).data, np.uint8)
     data = frag.tile(field, k, DATA).data
     dt = field.datatype
+    if field.kind == fm.COORDS:
+        # One line per cell, [d0, d1, ...], whichever way the tile stores them.
+        dims = frag.schema().dimensions
+        cols = [coords_dim_values(frag, field, j, k) for j in range(len(dims))]
+        values = np.stack(cols, axis=1).reshape(-1) if cols else np.array([])
+        return fixed_cells_text(values, len(dims), dt.is_string, None)
     if field.var_sized:
         offsets = np.frombuffer(data, "<u8")
         values = frag.tile(field, k, VAR).data

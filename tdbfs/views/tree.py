@@ -14,6 +14,9 @@ from .fragment_views import fragment_dir
 
 
 def build_root(store: ArrayStore) -> DirNode:
+    if getattr(store, "zero_layout", None):  # a TileDB 0.x array or workspace (GenomicsDB)
+        from .zero_views import build_zero_root
+        return build_zero_root(store)
     mtime = lambda: _mtime(store, "")
     problems = store.problems
 
@@ -59,7 +62,8 @@ def _label_array(store: ArrayStore, name: str) -> DirNode:
     def children():
         if "root" not in holder:
             try:
-                holder["root"] = build_root(ArrayStore(store.abspath(f"__labels/{name}"), store.cache.capacity))
+                holder["root"] = build_root(ArrayStore(store.abspath(f"__labels/{name}"), store.cache.capacity,
+                                                               key=store.key))
             except Exception as exc:
                 problem = store.problems.add_error(exc, f"__labels/{name}", "dimension label array")
                 raise ViewError(problem["message"]) from None

@@ -1077,3 +1077,60 @@ def test_backcompat(version, uri):
             assert isinstance(frag.processed_conditions(), tuple)
         if version == 8:
             assert {f.file for f in frag.fields if ft.file_sizes[f.idx]} <= set(os.listdir(path))
+
+
+# ---------------------------------------------------------------------------
+# formats 1-4: legacy footer view and the __coords split (§5.2, §5.7)
+# ---------------------------------------------------------------------------
+
+def _legacy(version_dir: str):
+    uri = os.path.join(BACKCOMPAT, version_dir, os.listdir(os.path.join(BACKCOMPAT, version_dir))[0])
+    sch = load_schemas(uri)["__array_schema.tdb"]
+    (path,) = fragment_dirs(uri)
+    data = open(os.path.join(path, FMD), "rb").read()
+    meta = fm.parse_legacy_fragment_metadata(read_generic_tile(data, 0, FMD, "fragment metadata").payload, FMD, sch)
+    return sch, path, meta
+
+
+def test_legacy_footer_has_the_footer_keys_of_its_version():
+    """A v1/v2 fragment has no footer: footer.yaml shows the footer keys it has, then the inline lists."""
+    sch, path, meta = _legacy("v02")
+    ft = fm.legacy_footer(meta, dense=False)
+    assert ft.version == 2 and ft.sparse_tile_num == 1 and ft.last_tile_cell_num == 3
+    assert ft.non_empty_domain == ((1, 2), (1, 4)) and ft.generic_tile_offsets is None
+    d = fm.legacy_footer_to_dict(meta, dense=False)
+    assert list(d)[:8] == ["version", "dense", "null_non_empty_domain", "non_empty_domain", "sparse_tile_num",
+                           "last_tile_cell_num", "file_sizes", "file_var_sizes"]
+    assert "footer_length" not in d and "generic_tile_offsets" not in d
+    assert d["file_sizes"] == [os.path.getsize(os.path.join(path, f)) for f in ("a.tdb", "__coords.tdb")]
+    assert d["legacy_fragment_metadata"]["tile_offsets"] == [[0], [0]]
+    rt = fm.legacy_rtree(meta)
+    assert rt.leaf_num == 1 and fm.rtree_level_rows(rt, 0) == [[1, 2, 1, 4]]
+    assert fm.legacy_footer(meta, dense=True).sparse_tile_num == 0
+
+
+def test_coords_zipped_only_in_format_1_without_a_compressor():
+    """§5.2: format 1 zipped the coordinates unless the coords pipeline compresses; later formats split them."""
+    from tdbfs.format.filters import FilterPipeline, FilterSpec
+    none = FilterPipeline(65536, ())
+    zstd = FilterPipeline(65536, (FilterSpec(2),))
+    shuffle = FilterPipeline(65536, (FilterSpec(9),))
+    assert fm.coords_zipped(1, none) and fm.coords_zipped(1, shuffle)
+    assert not fm.coords_zipped(1, zstd)
+    assert not any(fm.coords_zipped(v, p) for v in (2, 3, 4) for p in (none, zstd))
+    sch, _, _ = _legacy("v01")
+    assert fm.coords_zipped(1, sch.coords_filters)       # the v1 sample: no coords compressor
+
+
+def test_split_coords_zipped_and_unzipped():
+    sch, _, _ = _legacy("v01")
+    dims = sch.dimensions
+    zipped = np.array([1, 10, 2, 10, 3, 10], "<i4").tobytes()
+    d1, d2 = fm.split_coords(zipped, dims, True)
+    assert d1.tolist() == [1, 2, 3] and d2.tolist() == [10, 10, 10]
+    d1, d2 = fm.split_coords(np.array([1, 2, 3, 10, 10, 10], "<i4").tobytes(), dims, False)
+    assert d1.tolist() == [1, 2, 3] and d2.tolist() == [10, 10, 10]
+    assert [a.tolist() for a in fm.split_coords(b"", dims, False)] == [[], []]
+    with pytest.raises(FormatError) as e:
+        fm.split_coords(zipped[:-4], dims, True, "__coords.tdb", "tile 0", 120)
+    assert e.value.offset == 120 and "2-dimensional 8-byte" in str(e.value)
