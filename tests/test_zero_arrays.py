@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import struct
-import uuid
 
 import numpy as np
 import pytest
@@ -21,51 +20,22 @@ from tdbfs.store.zero_array import ZeroArrayStore, ZeroWorkspaceStore, open_zero
 from tdbfs.views.nodes import DirNode, ViewError, resolve
 from tdbfs.views.tree import build_root
 
-LIB = Z.library()
-pytestmark = pytest.mark.skipif(LIB is None, reason="genomicsdb==0.1.6 (its TileDB 0.x library) is not installed; "
-                                                    "scripts/_setup.sh installs it")
+pytestmark = pytest.mark.skipif(Z.wheel_library_path() is None,
+                                reason="genomicsdb==0.1.6 (its TileDB 0.x library) is not installed; "
+                                       "scripts/_setup.sh installs it")
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
+    """The workspace of tests/zero_arrays.py and what the library reads from each fragment alone,
+    made in a child process (the library may crash a process at exit)."""
     root = tmp_path_factory.mktemp("zero")
-    arrays = Z.build_corpus(LIB, root)
-    ws = os.path.join(root, "ws")
-    # An import killed mid-write: a finalized fragment, then one never finalized (hidden folder,
-    # data files, no book-keeping, no marker).
-    spec = Z.INTERRUPTED_SPEC
-    path = LIB.create(ws, spec)
-    LIB.write(path, spec, Z.Cells({"a1": np.arange(16)}, subarray=[[0, 3], [0, 3]], mode=Z.WRITE_SORTED_ROW))
-    Z.interrupted_write(path)
-    arrays[spec.name] = (path, spec)
-    # A fragment whose writer died between the book-keeping and the marker.
-    spec = Z.ArraySpec("sparse_unmarked", arrays["sparse_gzip"][1].attrs, ["d1", "d2"], [[0, 7], [0, 15]],
-                       capacity=4, coords_compression=Z.GZIP)
-    path = LIB.create(ws, spec)
-    for j in range(2):
-        LIB.write(path, spec, Z._sparse_cells(spec, 9, seed=700 + j))
-    frags = [n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))]
-    newest = max(frags, key=lambda n: (int(n.rsplit("_", 1)[1]), n))
-    os.remove(os.path.join(path, newest, "__tiledb_fragment.tdb"))
-    arrays[spec.name] = (path, spec)
-    return {"root": str(root), "ws": ws, "arrays": arrays, "iso": str(root / "iso")}
+    return Z.load_corpus(root)
 
 
 def fragment_oracle(corpus, path: str, spec: Z.ArraySpec, frag_name: str, ned=None) -> dict:
     """What the library reads from this fragment alone (a copy of the array holding only it)."""
-    iso = os.path.join(corpus["iso"], uuid.uuid4().hex, "arr")
-    os.makedirs(iso)
-    shutil.copy(os.path.join(path, "__array_schema.tdb"), iso)
-    dst = os.path.join(iso, frag_name.lstrip("."))
-    shutil.copytree(os.path.join(path, frag_name), dst)
-    open(os.path.join(dst, "__tiledb_fragment.tdb"), "wb").close()
-    sub = None
-    if spec.dense:
-        # the fragment's tiles cover its non-empty domain expanded to tile boundaries
-        sub = []
-        for (lo, hi), (dlo, _), ext in zip(ned, spec.domain, spec.extents):
-            sub.append([dlo + (lo - dlo) // ext * ext, dlo + ((hi - dlo) // ext + 1) * ext - 1])
-    return LIB.read(iso, spec, subarray=sub)
+    return corpus["cells"][(str(path), frag_name)]
 
 
 def read_node(root, path: str) -> bytes:
@@ -191,7 +161,7 @@ def test_tile_text_and_records(corpus, name):
 def test_schema_matches_library(corpus):
     import yaml
     for name, (path, spec) in corpus["arrays"].items():
-        lib = LIB.load_schema(path)
+        lib = corpus["schemas"][path]
         root = build_root(open_zero(path))
         assert resolve(root, "schema/current.yaml").target == "__array_schema.tdb.yaml"
         doc = yaml.safe_load(read_node(root, "schema/__array_schema.tdb.yaml"))

@@ -14,6 +14,11 @@ Python module itself would need numpy<2 and old pyarrow/pandas.
 
 Everything the library writes goes into the test's own tmp folder; it may leave its
 `.__consolidation_lock` files there, never anywhere else.
+
+The test process itself never loads the library: now and then it crashes the process at exit
+(after Python has finished, in the library's static destructors), which would turn a green
+pytest run red. `load_corpus(root)` runs build_corpus and every oracle read in a child process
+and hands back the results (pickled).
 """
 
 from __future__ import annotations
@@ -490,3 +495,87 @@ def sys_stdout_flush() -> None:
     import sys
     sys.stdout.flush()
     sys.stderr.flush()
+
+
+# -- the whole corpus and its oracle, made in a child process --------------------------------------
+
+def add_interrupted_arrays(lib: ZeroLibrary, ws: str, arrays: dict) -> None:
+    """An import killed mid-write (hidden folder, no book-keeping, no marker) after a finalized
+    fragment; and a fragment whose writer died between its book-keeping and its marker."""
+    spec = INTERRUPTED_SPEC
+    path = lib.create(ws, spec)
+    lib.write(path, spec, Cells({"a1": np.arange(16)}, subarray=[[0, 3], [0, 3]], mode=WRITE_SORTED_ROW))
+    interrupted_write(path)
+    arrays[spec.name] = (path, spec)
+    spec = ArraySpec("sparse_unmarked", arrays["sparse_gzip"][1].attrs, ["d1", "d2"], [[0, 7], [0, 15]],
+                     capacity=4, coords_compression=GZIP)
+    path = lib.create(ws, spec)
+    for j in range(2):
+        lib.write(path, spec, _sparse_cells(spec, 9, seed=700 + j))
+    frags = [n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))]
+    newest = max(frags, key=lambda n: (int(n.rsplit("_", 1)[1]), n))
+    os.remove(os.path.join(path, newest, "__tiledb_fragment.tdb"))
+    arrays[spec.name] = (path, spec)
+
+
+def fragment_cells(lib: ZeroLibrary, path: str, spec: ArraySpec, frag_name: str, iso_root: str) -> dict:
+    """What the library reads from one fragment alone: a copy of the array holding only it
+    (renamed into place and marked committed, so that unfinished ones are read too)."""
+    import shutil
+    import struct
+    import uuid
+    import zlib
+    iso = os.path.join(iso_root, uuid.uuid4().hex, "arr")
+    os.makedirs(iso)
+    shutil.copy(os.path.join(path, "__array_schema.tdb"), iso)
+    dst = os.path.join(iso, frag_name.lstrip("."))
+    shutil.copytree(os.path.join(path, frag_name), dst)
+    open(os.path.join(dst, "__tiledb_fragment.tdb"), "wb").close()
+    sub = None
+    if spec.dense:
+        # the fragment's tiles cover its non-empty domain (first book-keeping field) expanded to tiles
+        with open(os.path.join(dst, "__book_keeping.tdb.gz"), "rb") as f:
+            bk = zlib.decompress(f.read(), 16 + zlib.MAX_WBITS)
+        n = struct.unpack_from("<q", bk, 0)[0] // spec.coord_dtype.itemsize
+        ned = np.frombuffer(bk, spec.coord_dtype, count=n, offset=8).reshape(-1, 2).tolist()
+        sub = []
+        for (lo, hi), (dlo, _), ext in zip(ned, spec.domain, spec.extents):
+            sub.append([dlo + (lo - dlo) // ext * ext, dlo + ((hi - dlo) // ext + 1) * ext - 1])
+    return lib.read(iso, spec, subarray=sub)
+
+
+def build_all(root: str) -> None:
+    """Child process: the corpus, then every oracle read, pickled to ROOT/corpus.pkl."""
+    import pickle
+    lib = library()
+    arrays = build_corpus(lib, root)
+    ws = os.path.join(root, "ws")
+    add_interrupted_arrays(lib, ws, arrays)
+    iso_root = os.path.join(root, "iso")
+    schemas, cells = {}, {}
+    for name, (path, spec) in arrays.items():
+        schemas[path] = lib.load_schema(path)
+        for frag in os.listdir(path):
+            if os.path.isfile(os.path.join(path, frag, "__book_keeping.tdb.gz")):
+                cells[(path, frag)] = fragment_cells(lib, path, spec, frag, iso_root)
+    with open(os.path.join(root, "corpus.pkl.tmp"), "wb") as f:
+        pickle.dump({"ws": ws, "arrays": arrays, "schemas": schemas, "cells": cells}, f)
+    os.rename(os.path.join(root, "corpus.pkl.tmp"), os.path.join(root, "corpus.pkl"))  # complete or absent
+    sys_stdout_flush()
+
+
+def load_corpus(root) -> dict:
+    """Build the corpus and its oracle in a child process; {"ws", "arrays", "schemas", "cells"}."""
+    import pickle
+    import subprocess
+    import sys
+    root = str(root)
+    code = ("import sys; sys.path.insert(0, %r); import zero_arrays; zero_arrays.build_all(%r)"
+            % (os.path.dirname(os.path.abspath(__file__)), root))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=600)
+    pkl = os.path.join(root, "corpus.pkl")
+    if not os.path.exists(pkl):  # a crash at the child's exit, after the pickle was written, is harmless
+        raise LibraryError(f"building the 0.x corpus failed ({proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    with open(pkl, "rb") as f:
+        return pickle.load(f)

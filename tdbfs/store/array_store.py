@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import threading
 
-from ..format.errors import FormatError
 from ..format.generic_tile import GenericTile, read_generic_tile
 from .cache import ByteLRU
+from .problems import ProblemLog
 
 SCHEMA_DIR = "__schema"
 ENUMERATIONS_DIR = "__schema/__enumerations"
@@ -29,30 +29,6 @@ FRAGMENT_METADATA_FILE = "__fragment_metadata.tdb"
 
 class NotAnArrayError(Exception):
     """The path exists but holds no TileDB array."""
-
-
-class ProblemLog:
-    """Problems found so far, each once, in the order found."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._seen: set = set()
-        self.items: list[dict] = []
-
-    def add(self, problem: dict) -> None:
-        key = (problem.get("file"), problem.get("structure"), problem.get("offset"), problem.get("message"))
-        with self._lock:
-            if key not in self._seen:
-                self._seen.add(key)
-                self.items.append(problem)
-
-    def add_error(self, exc: Exception, file: str = "", structure: str = "") -> dict:
-        if isinstance(exc, FormatError):
-            problem = exc.as_problem()
-        else:
-            problem = {"file": file, "structure": structure, "offset": None, "message": f"{type(exc).__name__}: {exc}"}
-        self.add(problem)
-        return problem
 
 
 class ArrayStore:
@@ -101,7 +77,8 @@ class ArrayStore:
             os.close(fd)
 
     def read_file(self, rel: str) -> bytes:
-        """A whole file, cached (files of an array are written once)."""
+        """A whole file, cached under its absolute path (files of an array are written once; the
+        arrays of a workspace share one cache)."""
         size = self.file_size(rel)
 
         def make():
@@ -109,7 +86,7 @@ class ArrayStore:
                 data = f.read()
             return data, len(data)
 
-        return self.cache.get_or_make(("file", rel, size), make)
+        return self.cache.get_or_make(("file", self.abspath(rel), size), make)
 
     def parsed(self, kind: str, rel: str, parse):
         """`parse(bytes)` of a file, computed once per (kind, file, size)."""

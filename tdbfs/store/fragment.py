@@ -6,20 +6,17 @@ the life of the object; decoded tiles go to the store's byte-bounded cache.
 
 from __future__ import annotations
 
-import os
-import threading
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..format import fragment_metadata as fm
-from ..format.datatypes import DATATYPES
 from ..format.errors import FormatError
-from ..format.filters import EMPTY_PIPELINE, FilterPipeline
+from ..format.filters import EMPTY_PIPELINE, FilterPipeline, FilterSpec
 from ..format.names import parse_fragment_name
 from ..format.reversers.encryption import NO_KEY_MESSAGE, EncryptedError
-from ..format.filters import FilterSpec
 from ..format.tile import DecodedTile, FilterContext, empty_offsets, unfilter_tile, UINT8, UINT64
+from .fragment_folder import FragmentFolder
 
 # Data tiles of an encrypted array end with this filter, which no schema pipeline lists (§3.1).
 AES_256_GCM = FilterSpec(11)
@@ -37,67 +34,22 @@ class TileLocation:
     unfiltered_size: int
 
 
-class Fragment:
-    def __init__(self, store, rel: str):
-        self.store = store
-        self.rel = rel
-        self.name = os.path.basename(rel)
-        self.problems = _problem_log()
-        self._lock = threading.RLock()
-        self._memo: dict = {}
-
-    # -- memoised parsing, each failure recorded once as a problem ------------
-    def _once(self, key, make):
-        with self._lock:
-            if key in self._memo:
-                value = self._memo[key]
-                if isinstance(value, _Failed):
-                    raise value.exc
-                return value
-        try:
-            value = make()
-        except FileNotFoundError:
-            raise
-        except Exception as exc:
-            self.problems.add_error(exc, self._file(fm_file()), str(key))
-            with self._lock:
-                self._memo[key] = _Failed(exc)
-            raise
-        with self._lock:
-            self._memo[key] = value
-        return value
-
-    def _file(self, name: str) -> str:
-        return f"{self.rel}/{name}"
+class Fragment(FragmentFolder):
+    METADATA_FILE = "__fragment_metadata.tdb"
 
     # -- name, files -----------------------------------------------------------
     @property
     def parsed_name(self):
         return self._once("name", lambda: parse_fragment_name(self.name))
 
-    def files(self) -> list[tuple[str, int]]:
-        out = []
-        for n in self.store.listdir(self.rel):
-            try:
-                out.append((n, self.store.file_size(self._file(n))))
-            except OSError:
-                pass
-        return out
-
-    def mtime(self) -> float:
-        try:
-            return self.store.stat(self.rel).st_mtime
-        except OSError:
-            return 0.0
-
     # -- footer, schema, fields ------------------------------------------------
     def metadata_bytes(self) -> bytes:
-        return self.store.read_file(self._file(fm_file()))
+        return self.store.read_file(self._file(self.METADATA_FILE))
 
     def footer(self):
         def make():
             data = self.metadata_bytes()
-            rel = self._file(fm_file())
+            rel = self._file(self.METADATA_FILE)
             name_version = self._name_version()
             if name_version is not None and name_version <= 2:
                 # Formats 1/2: no footer; dense iff there is no __coords.tdb (§5.7).
@@ -123,7 +75,7 @@ class Fragment:
             return None
 
         def make():
-            rel = self._file(fm_file())
+            rel = self._file(self.METADATA_FILE)
             tile = self.store.generic_tile(rel, 0, "legacy fragment metadata")
             return fm.parse_legacy_fragment_metadata(tile.payload, rel, self.store.schema_by_name(""))
         return self._once("legacy", make)
@@ -145,7 +97,7 @@ class Fragment:
 
     # -- generic tiles of the fragment metadata -----------------------------------
     def _gtile_payload(self, offset: int, structure: str) -> bytes:
-        return self.store.generic_tile(self._file(fm_file()), offset, structure).payload
+        return self.store.generic_tile(self._file(self.METADATA_FILE), offset, structure).payload
 
     def rtree(self):
         def make():
@@ -153,17 +105,17 @@ class Fragment:
             if footer.generic_tile_offsets is None:
                 return fm.legacy_rtree(self.legacy_metadata())
             payload = self._gtile_payload(footer.generic_tile_offsets.rtree, "R-tree")
-            return fm.parse_rtree(payload, self._file(fm_file()), self.schema().dimensions, footer.version)
+            return fm.parse_rtree(payload, self._file(self.METADATA_FILE), self.schema().dimensions, footer.version)
         return self._once("rtree", make)
 
     def _u64_list(self, kind: str, idx: int) -> np.ndarray:
         def make():
             footer = self.footer()
             if footer.generic_tile_offsets is None:
-                return _legacy_list(self.legacy_metadata(), kind, idx, self._file(fm_file()))
+                return _legacy_list(self.legacy_metadata(), kind, idx, self._file(self.METADATA_FILE))
             offset = getattr(footer.generic_tile_offsets, kind)[idx]
             payload = self._gtile_payload(offset, f"{kind}[{idx}]")
-            return fm.parse_u64_list(payload, self._file(fm_file()), f"{kind}[{idx}]")
+            return fm.parse_u64_list(payload, self._file(self.METADATA_FILE), f"{kind}[{idx}]")
         return self._once((kind, idx), make)
 
     def tile_offsets(self, idx: int) -> np.ndarray:
@@ -186,7 +138,7 @@ class Fragment:
             footer = self.footer()
             offset = getattr(footer.generic_tile_offsets, f"tile_{which}_offsets")[idx]
             payload = self._gtile_payload(offset, f"tile_{which}[{idx}]")
-            return fm.parse_tile_min_max(payload, self._file(fm_file()), self.fields()[idx],
+            return fm.parse_tile_min_max(payload, self._file(self.METADATA_FILE), self.fields()[idx],
                                          "tile mins" if which == "min" else "tile maxes")
         return self._once(("minmax", which, idx), make)
 
@@ -194,7 +146,7 @@ class Fragment:
         def make():
             footer = self.footer()
             payload = self._gtile_payload(footer.generic_tile_offsets.tile_sum_offsets[idx], f"tile_sums[{idx}]")
-            return fm.parse_tile_sums(payload, self._file(fm_file()), self.fields()[idx])
+            return fm.parse_tile_sums(payload, self._file(self.METADATA_FILE), self.fields()[idx])
         return self._once(("sums", idx), make)
 
     def fragment_min_max_sum_null_count(self):
@@ -202,14 +154,14 @@ class Fragment:
             footer = self.footer()
             payload = self._gtile_payload(footer.generic_tile_offsets.fragment_min_max_sum_null_count,
                                           "fragment min/max/sum/null count")
-            return fm.parse_fragment_min_max_sum_null_count(payload, self._file(fm_file()), self.fields())
+            return fm.parse_fragment_min_max_sum_null_count(payload, self._file(self.METADATA_FILE), self.fields())
         return self._once("fragment_mmsn", make)
 
     def processed_conditions(self):
         def make():
             footer = self.footer()
             payload = self._gtile_payload(footer.generic_tile_offsets.processed_conditions, "processed conditions")
-            return fm.parse_processed_conditions(payload, self._file(fm_file()))
+            return fm.parse_processed_conditions(payload, self._file(self.METADATA_FILE))
         return self._once("processed_conditions", make)
 
     # -- tile geometry -------------------------------------------------------------
@@ -264,7 +216,7 @@ class Fragment:
         else:
             offsets, file_size = self.tile_offsets(field.idx), footer.file_sizes[field.idx]
         if k >= len(offsets):
-            raise FormatError(self._file(fm_file()), "tile offsets", 0,
+            raise FormatError(self._file(self.METADATA_FILE), "tile offsets", 0,
                               f"tile {k} of {field.stem} is not in its {len(offsets)} tile offsets")
         start = int(offsets[k])
         end = int(offsets[k + 1]) if k + 1 < len(offsets) else int(file_size)
@@ -300,7 +252,7 @@ class Fragment:
         """AES-256-GCM, as the (unencrypted) header of the first generic tile of the metadata file says.
 
         Data tiles then end with an implicit AES_256_GCM filter that no schema pipeline lists (§3.1)."""
-        return self._once("encrypted", lambda: self.store.encryption_type(self._file(fm_file())) == 1)
+        return self._once("encrypted", lambda: self.store.encryption_type(self._file(self.METADATA_FILE)) == 1)
 
     def offsets_embedded(self, field) -> bool:
         """Var strings whose first filter is RLE (v>=12) or DICTIONARY (v>=13) for ASCII, either for
@@ -377,18 +329,3 @@ def _legacy_list(meta, kind: str, idx: int, file: str):
         raise FormatError(file, "legacy fragment metadata", 0, f"{kind} has {len(lists)} lists, no list {idx}")
     return lists[idx]
 
-
-class _Failed:
-    __slots__ = ("exc",)
-
-    def __init__(self, exc):
-        self.exc = exc
-
-
-def fm_file() -> str:
-    return "__fragment_metadata.tdb"
-
-
-def _problem_log():
-    from .array_store import ProblemLog
-    return ProblemLog()

@@ -20,7 +20,9 @@ from ..format.zero import book_keeping as zbk
 from ..format.zero.codecs import TileLayout, decode_tile
 from ..format.zero.names import parse_fragment_name
 from ..format.zero.schema import COORDS, Attribute, ZeroSchema, parse_schema
-from .array_store import ArrayStore, ProblemLog
+from .array_store import ArrayStore
+from .fragment_folder import FragmentFolder
+from .problems import ProblemLog
 from .cache import ByteLRU
 
 SCHEMA_FILE = "__array_schema.tdb"
@@ -90,17 +92,6 @@ class ZeroArrayStore(ArrayStore):
         self._lock = threading.RLock()
         self._parsed: dict = {}
         self._fragments: dict = {}
-
-    def read_file(self, rel: str) -> bytes:
-        """A whole file, cached under its absolute path (arrays of a workspace share one cache)."""
-        size = self.file_size(rel)
-
-        def make():
-            with open(self.abspath(rel), "rb") as f:
-                data = f.read()
-            return data, len(data)
-
-        return self.cache.get_or_make(("file", self.abspath(rel), size), make)
 
     # -- schema --------------------------------------------------------------
     def schema_files(self) -> list[str]:
@@ -247,57 +238,13 @@ class ZeroTile:
     record: dict
 
 
-class ZeroFragment:
-    def __init__(self, store: ZeroArrayStore, rel: str):
-        self.store = store
-        self.rel = rel
-        self.name = os.path.basename(rel)
-        self.problems = ProblemLog()
-        self._lock = threading.RLock()
-        self._memo: dict = {}
-
-    def _once(self, key, make):
-        with self._lock:
-            if key in self._memo:
-                value = self._memo[key]
-                if isinstance(value, Exception):
-                    raise value
-                return value
-        try:
-            value = make()
-        except FileNotFoundError:
-            raise
-        except Exception as exc:
-            self.problems.add_error(exc, self._file(BOOK_KEEPING_FILE), str(key))
-            with self._lock:
-                self._memo[key] = exc
-            raise
-        with self._lock:
-            self._memo[key] = value
-        return value
-
-    def _file(self, name: str) -> str:
-        return f"{self.rel}/{name}"
+class ZeroFragment(FragmentFolder):
+    METADATA_FILE = BOOK_KEEPING_FILE
 
     # -- name, files, commit state --------------------------------------------
     @property
     def parsed_name(self):
         return self._once("name", lambda: parse_fragment_name(self.name))
-
-    def files(self) -> list[tuple[str, int]]:
-        out = []
-        for n in self.store.listdir(self.rel):
-            try:
-                out.append((n, self.store.file_size(self._file(n))))
-            except OSError:
-                pass
-        return out
-
-    def mtime(self) -> float:
-        try:
-            return self.store.stat(self.rel).st_mtime
-        except OSError:
-            return 0.0
 
     def uncommitted_reasons(self) -> list[str]:
         """Why the 0.x reader would skip this fragment (empty: it is committed)."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..datatypes import Datatype
 from .common import Stage, StageError, read_u32s
-from .deltas import type_name, unsigned
+from .deltas import type_name, unsigned, windowed_element
 from .records import SHOW_ALL, summarise
 
 # bit_width_reduction_filter.cc: only the 16/32/64-bit integers, and DATETIME/TIME as
@@ -21,11 +21,7 @@ _BWR_TYPES = {"INT16": "<i2", "UINT16": "<u2", "INT32": "<i4", "UINT32": "<u4", 
 
 
 def bit_width_element(dt: Datatype, version: int) -> np.dtype | None:
-    if dt.name in _BWR_TYPES:
-        return np.dtype(_BWR_TYPES[dt.name])
-    if dt.is_datetime and version >= 20:
-        return np.dtype("<i8")
-    return None
+    return windowed_element(_BWR_TYPES, dt, version)
 
 
 def reverse_bit_width(spec, md, data, stage: Stage):

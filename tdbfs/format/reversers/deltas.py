@@ -118,22 +118,6 @@ def double_delta_decode(part: memoryview, out_len: int, elem: np.dtype) -> tuple
     return values.astype(u).tobytes(), info
 
 
-def reverse_double_delta(spec, md, data, stage: Stage):
-    dt = coded_type(spec, stage)
-    elem = codec_element(dt)
-    infos: list[dict] = []
-
-    def decode(part, u):
-        out, info = double_delta_decode(part, u, elem)
-        infos.append(info)
-        return out
-
-    md, data, record = reverse_parts(spec, md, data, stage, decode)
-    _merge_part_infos(record, infos)
-    record["element_type"] = dt.name
-    return md, data, record
-
-
 # -- DELTA ----------------------------------------------------------------------------
 
 def delta_decode(part: memoryview, out_len: int, elem: np.dtype) -> tuple[bytes, dict]:
@@ -155,20 +139,27 @@ def delta_decode(part: memoryview, out_len: int, elem: np.dtype) -> tuple[bytes,
     return np.cumsum(d, dtype=u).tobytes(), info
 
 
-def reverse_delta(spec, md, data, stage: Stage):
-    dt = coded_type(spec, stage)
-    elem = codec_element(dt)
-    infos: list[dict] = []
+def _reverse_coded(decode_part):
+    """DOUBLE_DELTA and DELTA: absorbing filters whose every part is coded in the element type."""
+    def reverse(spec, md, data, stage: Stage):
+        dt = coded_type(spec, stage)
+        elem = codec_element(dt)
+        infos: list[dict] = []
 
-    def decode(part, u):
-        out, info = delta_decode(part, u, elem)
-        infos.append(info)
-        return out
+        def decode(part, u):
+            out, info = decode_part(part, u, elem)
+            infos.append(info)
+            return out
 
-    md, data, record = reverse_parts(spec, md, data, stage, decode)
-    _merge_part_infos(record, infos)
-    record["element_type"] = dt.name
-    return md, data, record
+        md, data, record = reverse_parts(spec, md, data, stage, decode)
+        _merge_part_infos(record, infos)
+        record["element_type"] = dt.name
+        return md, data, record
+    return reverse
+
+
+reverse_double_delta = _reverse_coded(double_delta_decode)
+reverse_delta = _reverse_coded(delta_decode)
 
 
 def _merge_part_infos(record: dict, infos: list[dict]) -> None:
@@ -186,12 +177,18 @@ _PD_TYPES = {"INT8": "i1", "UINT8": "u1", "BLOB": "u1", "GEOM_WKB": "u1", "GEOM_
              "INT16": "<i2", "UINT16": "<u2", "INT32": "<i4", "UINT32": "<u4", "INT64": "<i8", "UINT64": "<u8"}
 
 
-def positive_delta_element(dt: Datatype, version: int) -> np.dtype | None:
-    if dt.name in _PD_TYPES:
-        return np.dtype(_PD_TYPES[dt.name])
+def windowed_element(table: dict, dt: Datatype, version: int) -> np.dtype | None:
+    """The element a windowed filter (POSITIVE_DELTA, BIT_WIDTH_REDUCTION) codes `dt` as, or None
+    where it passes the type through; DATETIME/TIME count as int64 only from format 20 on."""
+    if dt.name in table:
+        return np.dtype(table[dt.name])
     if dt.is_datetime and version >= 20:
         return np.dtype("<i8")
     return None
+
+
+def positive_delta_element(dt: Datatype, version: int) -> np.dtype | None:
+    return windowed_element(_PD_TYPES, dt, version)
 
 
 def reverse_positive_delta(spec, md, data, stage: Stage):
