@@ -44,12 +44,14 @@ examples:
   tdbfs ls -l /data/my_array fragments     list a folder of the view without FUSE
   tdbfs cat /data/my_array array.yaml      print one file of the view
   tdbfs tree --depth 2 /data/my_array      show the view as a tree
+  tdbfs check /data/my_array               check every structure and tile (fsck)
 
 exit status:
   0  success
   1  runtime error: array not found or not a TileDB array, mount point missing,
      busy or not empty, FUSE unavailable, path not in the tree, view unreadable
   2  usage error (bad command line)
+  check: 0 clean, 1 problems found, 2 could not run (see 'tdbfs check --help')
 """
 
 
@@ -139,6 +141,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
     p.set_defaults(func=cmd_tree)
+
+    p = sub.add_parser("check", help="check every structure and tile of ARRAY (fsck; no FUSE needed)",
+                       formatter_class=fmt,
+                       description="Decode every structure and every tile of ARRAY, verify every checksum,\n"
+                                   "offset and size against the files, the footers against the schema and\n"
+                                   "the commits against the fragment folders. Prints one line per problem,\n"
+                                   "'FILE:OFFSET: STRUCTURE: MESSAGE' (OFFSET '-' when none applies), then a\n"
+                                   "summary. Never writes to the array.",
+                       epilog="exit status:\n  0  clean (warnings, such as fragments consolidated but not yet\n"
+                              "     vacuumed, do not count)\n  1  problems found\n"
+                              "  2  could not run: not an array, unreadable, or a usage error\n\n"
+                              "examples:\n  tdbfs check /data/my_array\n"
+                              "  tdbfs check --json /data/my_array | jq .problems\n")
+    p.add_argument("array", metavar="ARRAY")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
+    p.add_argument("-q", "--quiet", action="store_true", help="no problem lines and no progress, only the summary")
+    p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    p.set_defaults(func=cmd_check)
     return parser
 
 
@@ -196,6 +218,44 @@ def _silence_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+# --------------------------------------------------------------------------- check
+
+def cmd_check(args) -> int:
+    import json
+    from .check import check_array
+
+    try:
+        store = _open_store(os.path.abspath(args.array), args.cache_mb, args.key_file)
+    except CliError as exc:
+        raise CliError(str(exc), code=2) from None
+    tdbfs_log = logging.getLogger("tdbfs")
+    if not tdbfs_log.handlers and not logging.getLogger().handlers:
+        tdbfs_log.addHandler(logging.NullHandler())
+    show_bar = not args.quiet and not args.json and sys.stderr.isatty()
+    try:
+        result = check_array(store, _progress_bar if show_bar else None)
+    except OSError as exc:   # the array itself unreadable (permissions, I/O): could not run
+        raise CliError(f"cannot check {args.array}: {exc}", code=2) from None
+    if show_bar:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1, default=str))
+    else:
+        if not args.quiet:
+            for p in result.problems:
+                print(("warning: " if p.severity != "error" else "") + p.line())
+        print(result.summary())
+    return 0 if result.clean else 1
+
+
+def _progress_bar(done: int, total: int, what: str) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what[:40]}")
+    sys.stderr.flush()
 
 
 # --------------------------------------------------------------------------- the view
@@ -482,15 +542,25 @@ def cmd_mount(args) -> int:
         options = fuse_ops.FuseOptions.parse(args.options, debug=False)
     except ValueError as exc:
         raise CliError(str(exc), code=2) from None
-    store = _open_store(array, args.cache_mb, args.key_file)
-    if not args.spawned:
-        _check_mountpoint(mnt, array)
-    problem = fuse_ops.fuse_problem()
-    if problem:
-        raise CliError(f"FUSE is not available: {problem}")
     if args.foreground:
+        store = _open_store(array, args.cache_mb, args.key_file)
+        if not args.spawned:
+            _check_mountpoint(mnt, array)
+        problem = fuse_ops.fuse_problem()
+        if problem:
+            raise CliError(f"FUSE is not available: {problem}")
         return _run_daemon(args, store, mnt, options)
-    return _spawn_daemon(args, array, mnt)
+    # The parent of a background mount checks the array (which imports numpy and the decoders,
+    # ~0.2 s) while the daemon starts, not before: the daemon checks it too and fails the same way.
+    try:
+        _check_mountpoint(mnt, array)
+        problem = fuse_ops.fuse_problem()
+        if problem:
+            raise CliError(f"FUSE is not available: {problem}")
+    except CliError:
+        _open_store(array, args.cache_mb, args.key_file)  # an unusable array is reported first, as always
+        raise
+    return _spawn_daemon(args, array, mnt, check=lambda: _open_store(array, args.cache_mb, args.key_file))
 
 
 def _setup_logging(log_file: str | None, debug: bool) -> None:
@@ -549,8 +619,10 @@ def _daemon_env() -> dict:
     return env
 
 
-def _spawn_daemon(args, array: str, mnt: str) -> int:
-    """Start `tdbfs mount -f` in the background; return once the mount answers."""
+def _spawn_daemon(args, array: str, mnt: str, check=None) -> int:
+    """Start `tdbfs mount -f` in the background; return once the mount answers.
+
+    `check()`, run once the daemon is started, may raise CliError: the daemon is then stopped."""
     cmd = [sys.executable, "-m", "tdbfs.cli", "mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
     for opt in args.options:
         cmd += ["-o", opt]
@@ -563,6 +635,12 @@ def _spawn_daemon(args, array: str, mnt: str) -> int:
     cmd += ["--", array, mnt]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True, cwd="/", env=_daemon_env(), close_fds=True)
+    if check is not None:
+        try:
+            check()
+        except BaseException:
+            _stop_daemon(proc, mnt)
+            raise
     deadline = time.monotonic() + MOUNT_WAIT_S
     captured = bytearray()
     fd = proc.stderr.fileno()
@@ -606,6 +684,19 @@ def _spawn_daemon(args, array: str, mnt: str) -> int:
         _unmount(mnt, lazy=True)
     raise CliError(f"the daemon did not answer within {MOUNT_WAIT_S:.0f} s"
                    + (f" (see {args.log})" if args.log else " (retry with --log FILE --debug)"))
+
+
+def _stop_daemon(proc, mnt: str) -> None:
+    """Stop a daemon the parent gave up on, and undo its mount if it got that far."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stderr.close()
+    if mount_fstype(mnt) is not None:
+        _unmount(mnt, lazy=True)
 
 
 def _drain(fd: int) -> bytes:

@@ -163,7 +163,8 @@ class FuseOptions:
     * ``ro`` always: the kernel itself answers EROFS to every write.
     * ``default_permissions``: the kernel checks the (read-only) modes, no access() calls.
     * ``nothreads`` (``threads=False``): a single-threaded loop was 1.3-1.9x faster for a
-      sequential reader on 2 vCPUs, and keeps the store single-threaded.
+      sequential reader on 2 vCPUs. The store still decodes the next big tile on a background
+      thread (`ByteLRU.make_soon`), so decoding overlaps the loop's copies.
     * ``attr_timeout = entry_timeout = 1 s``: folders such as ``fragments/`` and
       ``commits/`` change while mounted, and libfuse's high-level API only has one
       timeout for all nodes; 1 s keeps warm tree walks cached yet shows changes quickly.
@@ -366,12 +367,19 @@ class TdbfsOperations(_OperationsBase):
         for part in path.strip("/").split("/"):
             if not isinstance(node, DirNode):
                 raise FuseOSError(errno.ENOTDIR)
-            kids = self._children(dpath or "/", node)
-            child = kids.get(part) if isinstance(kids, dict) else _get(kids, part)
+            key = dpath or "/"
+            hit = self._listings.get(key) if self._ttl > 0 else None
+            if hit is not None and hit[1] > time.monotonic():
+                child = _get(hit[0], part)
+            else:
+                child = None
             if child is None:
-                # maybe it appeared since the cached listing: ask the folder again
-                kids = self._children(dpath or "/", node, fresh=True)
-                child = _get(kids, part)
+                if node.cheap_child:
+                    # one entry of a big folder (fragments/): found without listing the folder
+                    child = node.child(part)
+                else:
+                    # not listed yet, or appeared since the cached listing: ask the folder again
+                    child = _get(self._children(key, node, fresh=True), part)
                 if child is None:
                     raise FuseOSError(errno.ENOENT)
             node = child
@@ -458,7 +466,11 @@ class TdbfsOperations(_OperationsBase):
         # (name, st_mode, 0): libfuse passes the file type to the kernel with each
         # name, so `find` and `ls` do not need a lookup per entry
         entries = [(".", _DIR_MODE, 0), ("..", _DIR_MODE, 0)]
-        entries.extend((name, child.mode, 0) for name, child in kids.items())
+        modes = getattr(kids, "modes", None)  # a listing that knows its modes without making nodes
+        if modes is not None:
+            entries.extend((name, mode, 0) for name, mode in modes())
+        else:
+            entries.extend((name, child.mode, 0) for name, child in kids.items())
         return entries
 
     @_guard

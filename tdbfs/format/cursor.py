@@ -131,3 +131,46 @@ class Cursor:
         self.pos += n
         view = memoryview(self.data)[start:start + n] if not isinstance(self.data, bytes) else self.data[start:start + n]
         return Cursor(view, self.file, structure, self.base + start, self.within)
+
+
+class TracingCursor(Cursor):
+    """A Cursor that also appends `(what, start, end)` to `trace` for every field it reads,
+    offsets reported like errors (file offsets, or payload offsets with `within`).
+
+    Byte maps use it to place each decoded field; plain decoding keeps the untraced Cursor.
+    """
+
+    __slots__ = ("trace",)
+
+    def __init__(self, data, file: str, structure: str, base: int = 0, within: str = "", pos: int = 0,
+                 trace: list | None = None):
+        super().__init__(data, file, structure, base, within, pos)
+        self.trace = [] if trace is None else trace
+
+    def _note(self, what: str, start: int) -> None:
+        self.trace.append((what, self.base + start, self.base + self.pos))
+
+    def _unpack(self, st: struct.Struct, what: str):
+        start = self.pos
+        value = super()._unpack(st, what)
+        self._note(what, start)
+        return value
+
+    def bytes(self, n: int, what: str = "bytes") -> bytes:
+        start = self.pos
+        out = super().bytes(n, what)
+        self._note(what, start)
+        return out
+
+    def array(self, n: int, dtype, what: str):
+        start = self.pos
+        out = super().array(n, dtype, what)
+        self._note(what, start)
+        return out
+
+    def sub(self, n: int, structure: str) -> "TracingCursor":
+        self.need(n, structure)
+        start = self.pos
+        self.pos += n
+        view = memoryview(self.data)[start:start + n] if not isinstance(self.data, bytes) else self.data[start:start + n]
+        return TracingCursor(view, self.file, structure, self.base + start, self.within, trace=self.trace)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cursor import Cursor
+from .cursor import Cursor, TracingCursor
 from .datatypes import DATATYPES, VAR_NUM, Datatype, decode_scalar
 from .errors import FormatError
 
@@ -482,8 +482,11 @@ def _parse_footer_tail(cur: Cursor, version: int, schema, domain_pad: int):
 
 
 def parse_footer(data, file: str, schema, offset: int, length: int,
-                 fragment_name_version: int | None = None, *, base: int = 0, within: str = "") -> Footer:
+                 fragment_name_version: int | None = None, *, base: int = 0, within: str = "",
+                 trace: list | None = None) -> Footer:
     """Decode the footer occupying `data[offset:offset+length]` (§5.4).
+
+    `trace`, when given, receives `(field, start, end)` for every field read (byte maps).
 
     `schema` is the ArraySchema the fragment was written with (its footer names
     it for v>=10). Error offsets are `base + position in data`, so pass the
@@ -495,7 +498,10 @@ def parse_footer(data, file: str, schema, offset: int, length: int,
         raise FormatError(file, structure, base + max(offset, 0),
                           f"footer of {length} bytes at {offset} does not fit in {len(data)} bytes", within)
     view = memoryview(data)[offset:offset + length]
-    cur = Cursor(view, file, structure, base=base + offset, within=within)
+    if trace is None:
+        cur = Cursor(view, file, structure, base=base + offset, within=within)
+    else:
+        cur = TracingCursor(view, file, structure, base=base + offset, within=within, trace=trace)
     version = cur.u32("version")
     _check_version(version, cur, 0)
     notes = []
@@ -525,12 +531,15 @@ def parse_footer(data, file: str, schema, offset: int, length: int,
         # The writer pads a null domain with 2*D*coord_size(dim0) zero bytes (§8 #12).
         pad = 2 * len(dims) * dims[0].coord_size
     start = cur.pos
+    traced = len(trace) if trace is not None else 0
     try:
         tail, fields, tail_notes = _parse_footer_tail(cur, version, schema, 0)
     except FormatError as first:
         if not pad or len(view) - start < pad:
             raise
         cur.pos = start
+        if trace is not None:
+            del trace[traced:]      # the fields of the failed first reading
         try:
             tail, fields, tail_notes = _parse_footer_tail(cur, version, schema, pad)
         except FormatError:

@@ -14,6 +14,9 @@ from .reversers.common import StageError
 from .reversers.encryption import NO_KEY_MESSAGE, EncryptedError, parse_parts
 
 HEADER_BASE_SIZE = 34
+#: (field, start, end) of the fixed header fields, relative to the tile; the filter pipeline follows.
+HEADER_FIELDS = (("version", 0, 4), ("persisted_size", 4, 12), ("tile_size", 12, 20), ("datatype", 20, 21),
+                 ("cell_size", 21, 29), ("encryption_type", 29, 30), ("filter_pipeline_size", 30, 34))
 EXPERIMENTAL_VERSION_BIT = 0x80000000
 
 
@@ -111,7 +114,8 @@ def _read_header(data, offset: int, file: str, structure: str) -> GenericTileHea
     if pipe_cur.remaining:
         raise pipe_cur.error(f"filter pipeline is {fps} bytes but its filters end after {pipe_cur.pos}")
     if cur.remaining < persisted:
-        raise cur.error(f"persisted_size is {persisted} bytes but only {cur.remaining} remain in the file")
+        raise cur.error(f"persisted_size is {persisted} bytes but only {cur.remaining} remain in the file",
+                        offset=offset + 4)
     return GenericTileHeader(offset, version, persisted, tile_size, dtype, cell_size, encryption, fps, filters)
 
 
@@ -129,6 +133,10 @@ def read_generic_tile(data, offset: int, file: str, structure: str, key=None) ->
     if end != header.end:
         raise FormatError(file, f"{structure} generic tile", header.payload_offset,
                           f"chunks end at byte {end} but persisted_size says {header.end}")
+    total = sum(h.unfiltered_size for h in headers)
+    if total != header.tile_size:   # blame the header's field, before any chunk is decompressed
+        raise FormatError(file, f"{structure} generic tile header", header.offset + 12,
+                          f"tile_size is {header.tile_size} but the chunks hold {total} unfiltered bytes")
     dt = DATATYPES.get(header.datatype, CHAR)
     ctx = FilterContext(dt, header.cell_size, header.version, key=key)
     decoded = unfilter_tile(view, file, header.payload_offset, header.filters, ctx,

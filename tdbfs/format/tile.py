@@ -76,22 +76,27 @@ UINT64 = DATATYPES[10]
 CHAR = DATATYPES[4]
 
 
-def parse_chunk_headers(data, file: str, offset: int, structure: str = "tile", base: int = 0) -> list[ChunkHeader]:
+def parse_chunk_headers(data, file: str, offset: int, structure: str = "tile", base: int = 0,
+                        out: list | None = None) -> list[ChunkHeader]:
     """Chunk headers of the tile starting at `offset` in `data`; lengths checked against `data`.
 
     `data` holds the file's bytes from file offset `base` on; header offsets are
     file offsets. This reads only headers, so unfiltered sizes are known without decoding.
+    `out`, when given, receives each whole chunk as it is read, so a caller (byte maps)
+    keeps the chunks before a corrupt one.
     """
     cur = Cursor(data, file, structure, base=base, pos=offset - base)
     nchunks = cur.u64("tile chunk count")
     cur.count(nchunks, CHUNK_HEADER_SIZE, "tile chunks")
-    headers = []
+    headers = [] if out is None else out
     for i in range(nchunks):
         at = cur.offset
         unfiltered = cur.u32(f"chunk {i} unfiltered length")
         filtered = cur.u32(f"chunk {i} filtered data length")
         md_len = cur.u32(f"chunk {i} metadata length")
-        cur.need(md_len + filtered, f"chunk {i} metadata and data ({md_len} + {filtered} bytes)")
+        if md_len + filtered > cur.remaining:  # blame the length fields, not the bytes after them
+            raise cur.error(f"chunk {i} metadata and data ({md_len} + {filtered} bytes) need more than the "
+                            f"{cur.remaining} bytes that remain", offset=at - base + 4)
         cur.pos += md_len + filtered
         headers.append(ChunkHeader(i, at, unfiltered, filtered, md_len))
     return headers
@@ -113,7 +118,7 @@ def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: F
         headers = parse_chunk_headers(data, file, offset, structure, base)
     total = sum(h.unfiltered_size for h in headers)
     if expected_size is not None and total != expected_size:
-        raise FormatError(file, structure, offset,
+        raise FormatError(file, structure, _first_wrong_length(headers, expected_size, offset),
                           f"chunks hold {total} unfiltered bytes but the fragment metadata expects {expected_size}")
     view = memoryview(data)
     outputs = []
@@ -141,6 +146,17 @@ def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: F
                                                        f"{len(headers)} chunks of a var-string tile")
         rebuilt = _join_offsets(offsets, outputs)
     return DecodedTile(bytes(result), tuple(records), tuple(failures), rebuilt)
+
+
+def _first_wrong_length(headers: list[ChunkHeader], expected: int, offset: int) -> int:
+    """Offset of the unfiltered-length field that first takes the running total past `expected`
+    (or of the last chunk's, when the total falls short): where a damaged length most likely is."""
+    running = 0
+    for h in headers:
+        running += h.unfiltered_size
+        if running > expected:
+            return h.offset
+    return headers[-1].offset if headers else offset
 
 
 def _join_offsets(parts, outputs) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from ..format.generic_tile import GenericTile, read_generic_tile
 from .cache import ByteLRU
@@ -48,6 +49,7 @@ class ArrayStore:
         self._lock = threading.RLock()
         self._parsed: dict = {}          # (kind, relpath, size) -> parsed object; files never change
         self._fragments: dict = {}       # fragment relpath -> Fragment
+        self._commit_derived: dict = {}  # kind -> (commits_state, value), see _per_commits_state
         self.key = key                   # EncryptionKey of an AES-256-GCM array, or None (never shown)
 
     # -- files ---------------------------------------------------------------
@@ -176,17 +178,36 @@ class ArrayStore:
     # -- fragments -----------------------------------------------------------
     def fragment_paths(self) -> list[str]:
         """Relative paths of fragment folders: `__fragments/*` and legacy ones at the root."""
-        out = [f"{FRAGMENTS_DIR}/{n}" for n in self.listdir(FRAGMENTS_DIR) if self.isdir(f"{FRAGMENTS_DIR}/{n}")]
-        for n in self.listdir(""):
-            if n.startswith("__") and n not in _KNOWN_DIRS and self.isdir(n) and _looks_like_fragment(n):
+        # scandir's d_type answers "is it a folder" without a stat per fragment (10,000 fragments)
+        out = [f"{FRAGMENTS_DIR}/{n}" for n in self._subdirs(FRAGMENTS_DIR)]
+        for n in self._subdirs(""):
+            if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n):
                 out.append(n)
         return out
 
+    def _subdirs(self, rel: str) -> list[str]:
+        try:
+            with os.scandir(self.abspath(rel)) as it:
+                return sorted(e.name for e in it if e.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def fragment_path_of(self, name: str) -> str | None:
+        """The relative path `fragment_paths` lists for the fragment folder `name`, or None; without
+        listing the others (a lookup of one fragment among 10,000)."""
+        if not name or "/" in name or name in (".", ".."):
+            return None
+        if self.isdir(f"{FRAGMENTS_DIR}/{name}"):
+            return f"{FRAGMENTS_DIR}/{name}"
+        if name.startswith("__") and name not in _KNOWN_DIRS and self.isdir(name) and _looks_like_fragment(name):
+            return name
+        return None
+
     def fragment(self, rel: str):
-        from .fragment import Fragment
         with self._lock:
             frag = self._fragments.get(rel)
             if frag is None:
+                from .fragment import Fragment
                 frag = self._fragments[rel] = Fragment(self, rel)
             return frag
 
@@ -216,8 +237,42 @@ class ArrayStore:
         out += [n for n in self.listdir("") if n.endswith(".meta") and not self.isdir(n)]
         return out
 
+    def commits_state(self):
+        """A key that changes whenever a commit, vacuum or root marker file comes or goes (the mtimes
+        of __commits/ and of the root), or None while either changed within the last second:
+        directory mtimes tick coarsely, so two changes in one tick would look like one."""
+        stamps = []
+        now = time.time_ns()
+        for rel in (COMMITS_DIR, ""):
+            try:
+                stamp = os.stat(self.abspath(rel)).st_mtime_ns
+            except OSError:
+                stamp = None
+            if stamp is not None and now - stamp < 1_000_000_000:
+                return None
+            stamps.append(stamp)
+        return tuple(stamps)
+
+    def _per_commits_state(self, kind: str, make):
+        """make(), reused while `commits_state` is unchanged (fragment.yaml of 10,000 fragments would
+        otherwise list and parse __commits 10,000 times). The result is shared: callers only read it."""
+        state = self.commits_state()
+        if state is not None:
+            with self._lock:
+                hit = self._commit_derived.get(kind)
+            if hit is not None and hit[0] == state:
+                return hit[1]
+        value = make()
+        if state is not None:
+            with self._lock:
+                self._commit_derived[kind] = (state, value)
+        return value
+
     def committed_fragment_names(self) -> dict[str, str]:
         """Fragment name -> the commit that marks it (.wrt, .ok, or an entry of a .con file)."""
+        return self._per_commits_state("committed", self._committed_fragment_names)
+
+    def _committed_fragment_names(self) -> dict[str, str]:
         out = {}
         for rel in self.commit_files():
             base = os.path.basename(rel)
@@ -241,6 +296,9 @@ class ArrayStore:
 
     def vacuum_lists(self) -> dict[str, str]:
         """Fragment name -> the vacuum file (`.vac`) that lists it as obsolete."""
+        return self._per_commits_state("vacuum", self._vacuum_lists)
+
+    def _vacuum_lists(self) -> dict[str, str]:
         from ..format.commits import parse_vacuum_file
         out = {}
         for rel in self.commit_files():

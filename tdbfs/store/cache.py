@@ -4,29 +4,57 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Hashable
+
+#: at most this many values waiting to be made in the background (one reader needs one ahead)
+MAX_PENDING = 4
+#: background threads making values ahead (decoding releases the GIL; 2 cores: one for the FUSE loop)
+AHEAD_THREADS = 1
+
+
+#: sub-bounds for groups of keys (a key's group is its first element). Decoded data tiles
+#: ("tile") get at most this much of the bound: once a tile_K.bin is read the kernel's page cache
+#: holds it (keep_cache), so more would only duplicate it, and in this VM memory touched for the
+#: first time is 5x slower than recycled memory (PERF_NOTES): a small tile area is reused sooner.
+GROUP_CAPACITY = {"tile": 64 << 20}
 
 
 class ByteLRU:
-    """Maps keys to values with a known byte cost; evicts least recently used past `capacity`.
+    """Maps keys to values with a known byte cost; evicts least recently used past `capacity`,
+    and within a group of keys (see GROUP_CAPACITY) past that group's own bound.
 
     `get_or_make` makes a value once even when several threads ask for it at
     the same time (the others wait on a per-key lock), so a tile read in many
     128 KiB pieces is decoded once.
     """
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, group_capacity: dict | None = None):
         self.capacity = capacity
+        caps = GROUP_CAPACITY if group_capacity is None else group_capacity
+        self.group_capacity = {g: min(c, capacity) for g, c in caps.items()}
         self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
         self._bytes = 0
+        self._groups = {g: OrderedDict() for g in self.group_capacity}  # group -> keys, oldest first
+        self._group_bytes = {g: 0 for g in self.group_capacity}
         self._lock = threading.Lock()
         self._making: dict[Hashable, threading.Lock] = {}
+        self._soon: set = set()
+        self._worker: ThreadPoolExecutor | None = None
         self.hits = 0
         self.misses = 0
+        self.made_ahead = 0
 
     @property
     def size_bytes(self) -> int:
         return self._bytes
+
+    def group_bytes(self, group) -> int:
+        return self._group_bytes.get(group, 0)
+
+    def _group(self, key):
+        g = key[0] if isinstance(key, tuple) and key else None
+        return g if g in self._groups else None
 
     def get(self, key):
         with self._lock:
@@ -34,21 +62,37 @@ class ByteLRU:
             if item is None:
                 return None
             self._items.move_to_end(key)
+            g = self._group(key)
+            if g is not None:
+                self._groups[g].move_to_end(key)
             self.hits += 1
             return item[0]
 
+    def _drop(self, key) -> None:
+        _, cost = self._items.pop(key)
+        self._bytes -= cost
+        g = self._group(key)
+        if g is not None:
+            del self._groups[g][key]
+            self._group_bytes[g] -= cost
+
     def put(self, key, value, cost: int) -> None:
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            if cost > self.capacity:
+            if key in self._items:
+                self._drop(key)
+            g = self._group(key)
+            limit = self.capacity if g is None else self.group_capacity[g]
+            if cost > limit:
                 return  # too big to keep: the caller still has its value
             self._items[key] = (value, cost)
             self._bytes += cost
+            if g is not None:
+                self._groups[g][key] = None
+                self._group_bytes[g] += cost
+                while self._group_bytes[g] > limit:
+                    self._drop(next(iter(self._groups[g])))
             while self._bytes > self.capacity and self._items:
-                _, (_, c) = self._items.popitem(last=False)
-                self._bytes -= c
+                self._drop(next(iter(self._items)))
 
     def get_or_make(self, key, make: Callable[[], tuple[object, int]]):
         value = self.get(key)
@@ -68,7 +112,41 @@ class ByteLRU:
             self._making.pop(key, None)
         return value
 
+    def make_soon(self, key, make: Callable[[], tuple[object, int]]) -> bool:
+        """Start `make` for `key` on a background thread unless it is cached, being made or too many
+        are waiting; True if started. A reader going through tiles in order then finds the next one
+        decoded: zstd and numpy release the GIL, so on 2 cores it decodes while the FUSE loop answers
+        reads. A failure is dropped (the value is not cached; a real read makes it again and reports)."""
+        with self._lock:
+            if key in self._items or key in self._making or key in self._soon or len(self._soon) >= MAX_PENDING:
+                return False
+            self._soon.add(key)
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(AHEAD_THREADS, thread_name_prefix="tdbfs-ahead")
+
+        def run():
+            try:
+                self.get_or_make(key, make)
+                with self._lock:
+                    self.made_ahead += 1
+            except Exception:
+                pass
+            finally:
+                with self._lock:
+                    self._soon.discard(key)
+
+        self._worker.submit(run)
+        return True
+
+    def wait_idle(self) -> None:
+        """Block until background makes are done (tests)."""
+        if self._worker is not None:
+            self._worker.submit(lambda: None).result()
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
             self._bytes = 0
+            for g in self._groups:
+                self._groups[g].clear()
+                self._group_bytes[g] = 0

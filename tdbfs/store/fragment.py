@@ -272,36 +272,46 @@ class Fragment(FragmentFolder):
     def tile(self, field, k: int, stream: str) -> DecodedTile:
         """Tile k of one stream, decoded once and kept in the store's cache."""
         key = ("tile", self.rel, field.idx, k, stream)
-
-        def make():
-            if stream == DATA and self.offsets_embedded(field):
-                return self._embedded_offsets(field, k)
-            loc = self.location(field, k, stream)
-            raw = self.store.pread(loc.file, loc.offset, loc.persisted_size)
-            if len(raw) != loc.persisted_size:
-                raise FormatError(loc.file, "tile", loc.offset + len(raw),
-                                  f"tile {k} should be {loc.persisted_size} bytes but the file ends after {len(raw)}")
-            pipeline, ctx = self.pipeline(field, stream), self.filter_context(field, stream)
-            if self.encrypted():
-                if self.store.key is None:
-                    raise EncryptedError(loc.file, f"tile {k}", loc.offset, NO_KEY_MESSAGE)
-                pipeline = FilterPipeline(pipeline.max_chunk_size, pipeline.filters + (AES_256_GCM,))
-            if ctx.var_strings:
-                ctx = replace(ctx, cell_num=self.tile_cell_num(k))
-            decoded = unfilter_tile(raw, loc.file, loc.offset, pipeline, ctx, f"tile {k}",
-                                    expected_size=loc.unfiltered_size, base=loc.offset)
-            for failure in decoded.checksum_failures:
-                self.problems.add({"file": loc.file, "structure": f"tile {k}", "offset": loc.offset,
-                                   "message": failure})
-            return decoded, len(decoded.data) + len(decoded.offsets or b"") + 256 * len(decoded.chunks)
-
         try:
-            return self.store.cache.get_or_make(key, make)
+            return self.store.cache.get_or_make(key, lambda: self._decode(field, k, stream))
         except FileNotFoundError:
             raise
         except Exception as exc:
             self.problems.add_error(exc, self._file(field.stem), f"tile {k}")
             raise
+
+    def decode_ahead(self, field, k: int, stream: str) -> None:
+        """Start decoding tile k in the background, if it exists (a sequential reader wants it next);
+        a failure there is not recorded: the real read records it."""
+        try:
+            if k >= self.tile_count(field.idx) or (stream == DATA and self.offsets_embedded(field)):
+                return
+        except Exception:
+            return
+        self.store.cache.make_soon(("tile", self.rel, field.idx, k, stream), lambda: self._decode(field, k, stream))
+
+    def _decode(self, field, k: int, stream: str):
+        """(decoded tile k, its byte cost in the cache)."""
+        if stream == DATA and self.offsets_embedded(field):
+            return self._embedded_offsets(field, k)
+        loc = self.location(field, k, stream)
+        raw = self.store.pread(loc.file, loc.offset, loc.persisted_size)
+        if len(raw) != loc.persisted_size:
+            raise FormatError(loc.file, "tile", loc.offset + len(raw),
+                              f"tile {k} should be {loc.persisted_size} bytes but the file ends after {len(raw)}")
+        pipeline, ctx = self.pipeline(field, stream), self.filter_context(field, stream)
+        if self.encrypted():
+            if self.store.key is None:
+                raise EncryptedError(loc.file, f"tile {k}", loc.offset, NO_KEY_MESSAGE)
+            pipeline = FilterPipeline(pipeline.max_chunk_size, pipeline.filters + (AES_256_GCM,))
+        if ctx.var_strings:
+            ctx = replace(ctx, cell_num=self.tile_cell_num(k))
+        decoded = unfilter_tile(raw, loc.file, loc.offset, pipeline, ctx, f"tile {k}",
+                                expected_size=loc.unfiltered_size, base=loc.offset)
+        for failure in decoded.checksum_failures:
+            self.problems.add({"file": loc.file, "structure": f"tile {k}", "offset": loc.offset,
+                               "message": failure})
+        return decoded, len(decoded.data) + len(decoded.offsets or b"") + 256 * len(decoded.chunks)
 
     def _embedded_offsets(self, field, k: int):
         """The offsets of tile k of a var-string field whose RLE/DICTIONARY embeds them (§3.4): rebuilt

@@ -185,7 +185,7 @@ def commit_view(store, rel: str) -> dict:
         frag = base.rsplit(".", 1)[0]
         out["kind"] = "write commit" if base.endswith(".wrt") else "commit marker (format < 12)"
         out["fragment"] = frag
-        out["fragment_exists"] = any(os.path.basename(p) == frag for p in store.fragment_paths())
+        out["fragment_exists"] = store.fragment_path_of(frag) is not None  # no listing per commit file
     elif base.endswith(".vac"):
         out["kind"] = "vacuum list"
         out["vacuumed"] = list(commits.parse_vacuum_file(store.read_file(rel), rel))

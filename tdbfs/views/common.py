@@ -43,17 +43,82 @@ class LiveFile(BytesFile):
         return len(self._data)
 
 
-class KeyedDir(DynamicDir):
-    """A directory whose entries come and go; nodes of entries that stay are kept (and their caches)."""
+class StateFile(BytesFile):
+    """A rendered file re-rendered only when `state()` changes, or always while it is None
+    (fragment.yaml: only its commit and vacuum status and its problems can change)."""
 
-    def __init__(self, names: Callable[[], list[str]], make: Callable[[str], Node], mtime=None):
+    def __init__(self, render: Callable[[], bytes], state: Callable[[], object], mtime: float = 0.0):
+        super().__init__(render, immutable=False, mtime=mtime)
+        self._state = state
+        self._seen = None
+
+    def data(self) -> bytes:
+        if self._data is None or self._seen is None or self._state() != self._seen:
+            self._data = self._render()
+            self._seen = self._state()  # after the render: problems it records are part of it
+        return self._data
+
+
+class LazyNodes(Mapping):
+    """A folder listing whose nodes are made on first access; `modes()` gives (name, st_mode) without
+    making any (a FUSE readdir of 10,000 fragments or commit files)."""
+
+    def __init__(self, names: list[str], get: Callable[[str], Node], mode: int):
+        self._names, self._set, self._get, self._mode = names, set(names), get, mode
+
+    def __getitem__(self, name: str) -> Node:
+        if name not in self._set:
+            raise KeyError(name)
+        return self._get(name)
+
+    def __contains__(self, name) -> bool:
+        return name in self._set
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def modes(self):
+        return ((name, self._mode) for name in self._names)
+
+
+class KeyedDir(DynamicDir):
+    """A directory whose entries come and go; nodes of entries that stay are kept (and their caches).
+
+    With `exists(name)` (which must agree with `names()`), one entry is found without listing all.
+    """
+
+    def __init__(self, names: Callable[[], list[str]], make: Callable[[str], Node], mtime=None,
+                 exists: Callable[[str], bool] | None = None, mode: int | None = None):
         self._names = names
         self._make_node = make
         self._nodes: dict[str, Node] = {}
+        self._exists = exists
+        self._mode = mode  # st_mode of every entry, when all are alike: a listing then makes no node
+        self.cheap_child = exists is not None
         super().__init__(self._children, mtime)
+
+    def _node(self, name: str) -> Node:
+        node = self._nodes.get(name)
+        if node is None:
+            node = self._nodes[name] = self._make_node(name)
+        return node
+
+    def child(self, name: str) -> Node | None:
+        if self._exists is None:
+            return super().child(name)
+        if not self._exists(name):
+            return None
+        return self._node(name)
 
     def _children(self) -> Mapping[str, Node]:
         names = self._names()
+        if self._mode is not None:
+            keep = set(names)
+            self._nodes = {n: v for n, v in self._nodes.items() if n in keep}
+            return LazyNodes(names, self._node, self._mode)
         nodes = {}
         for name in names:
             node = self._nodes.get(name)

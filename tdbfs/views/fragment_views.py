@@ -8,7 +8,8 @@ from ..format import fragment_metadata as fm
 from ..format.filters import pipeline_to_dict
 from ..format.generic_tile import header_to_dict
 from ..store.fragment import DATA, VAR, VALIDITY, Fragment
-from .common import CachedFile, LiveFile, guarded, yaml_file
+from . import layout_views
+from .common import CachedFile, StateFile, guarded, yaml_file
 from .nodes import DirNode, FileNode, StaticDir, ViewError
 from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
 
@@ -16,12 +17,12 @@ from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
 def fragment_dir(store, rel: str) -> DirNode:
     frag = store.fragment(rel)
     problems = frag.problems
-    t = frag.mtime()
 
     def children():
+        t = frag.mtime()
         return {
-            "fragment.yaml": LiveFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
-                                      mtime=t),
+            "fragment.yaml": StateFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
+                                       lambda: _summary_state(frag), mtime=t),
             "footer.yaml": yaml_file(lambda: footer_view(frag), problems,
                                      f"{rel}/__fragment_metadata.tdb", "footer", mtime=t),
             "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag), frag), immutable=True,
@@ -34,9 +35,17 @@ def fragment_dir(store, rel: str) -> DirNode:
                               mtime=frag.mtime()),
             "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t) for n, size in frag.files()},
                              immutable=True, mtime=frag.mtime()),
+            # Byte maps and hex dumps (layout_views.py).
+            "layout.csv": CachedFile(store.cache, ("layout.csv", rel),
+                                     guarded(lambda: layout_views.layout_csv(frag), problems, rel, "byte map"),
+                                     mtime=t),
+            "layout": StaticDir(guarded_children(lambda: layout_views.layout_children(frag), frag),
+                                immutable=True, mtime=t),
+            "hex": StaticDir(guarded_children(lambda: layout_views.hex_children(frag), frag),
+                             immutable=True, mtime=t),
         }
 
-    return StaticDir(children, immutable=True, mtime=frag.mtime())
+    return StaticDir(children, immutable=True, mtime=frag.mtime)  # stat on first ask, not when listed
 
 
 def guarded_children(make, frag: Fragment):
@@ -73,6 +82,12 @@ class RawFile(FileNode):
             raise ViewError(f"{self._rel} vanished") from None
 
 
+#: tiles from this size on have the next tile decoded ahead (smaller ones decode faster than a handoff pays)
+DECODE_AHEAD_MIN = 1 << 20
+#: how many tiles ahead (more did not pay on 2 cores: the FUSE loop needs the other one)
+DECODE_AHEAD_TILES = 1
+
+
 class TileFile(FileNode):
     """A decoded stream of one tile: exact size from metadata, bytes decoded on first read."""
 
@@ -93,6 +108,10 @@ class TileFile(FileNode):
     def read(self, offset: int, size: int) -> bytes:
         try:
             tile = self._frag.tile(self._field, self._k, self._stream)
+            if offset == 0 and len(tile.data) >= DECODE_AHEAD_MIN:
+                # a reader from the start of a big tile: decode the next ones while this one is served
+                for j in range(1, DECODE_AHEAD_TILES + 1):
+                    self._frag.decode_ahead(self._field, self._k + j, self._stream)
         except FileNotFoundError as exc:
             raise ViewError(str(exc)) from None
         except Exception as exc:
@@ -108,6 +127,13 @@ def footer_view(frag: Fragment) -> dict:
 
 
 # -- fragment.yaml -------------------------------------------------------------------
+
+def _summary_state(frag: Fragment):
+    """What fragment.yaml depends on that can change: the array's commit and vacuum files and the
+    fragment's problems (None: unknown, render again)."""
+    commits = frag.store.commits_state()
+    return None if commits is None else (commits, len(frag.problems.items))
+
 
 def fragment_summary(frag: Fragment) -> dict:
     out: dict = {"name": frag.name, "path": frag.rel}

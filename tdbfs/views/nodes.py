@@ -28,9 +28,15 @@ class Node:
 
 class DirNode(Node):
     mode = stat.S_IFDIR | 0o555
+    #: True when `child` finds one entry without listing the folder (fragments/ of 10,000)
+    cheap_child: bool = False
 
     def children(self) -> Mapping[str, Node]:
         raise NotImplementedError
+
+    def child(self, name: str) -> "Node | None":
+        """The entry `name`, or None."""
+        return self.children().get(name)
 
 
 class FileNode(Node):
@@ -54,9 +60,13 @@ class SymlinkNode(Node):
 
 
 class StaticDir(DirNode):
-    """A directory whose children are produced once by a function, on first listing."""
+    """A directory whose children are produced once by a function, on first listing.
 
-    def __init__(self, make_children: Callable[[], Mapping[str, Node]], immutable: bool = False, mtime: float = 0.0):
+    `mtime` is a number, or a function called on the first ask (listing 10,000 fragment folders
+    then costs no stat each)."""
+
+    def __init__(self, make_children: Callable[[], Mapping[str, Node]], immutable: bool = False,
+                 mtime: float | Callable[[], float] = 0.0):
         self._make = make_children
         self._children: Mapping[str, Node] | None = None
         self.immutable = immutable
@@ -68,6 +78,8 @@ class StaticDir(DirNode):
         return self._children
 
     def mtime(self) -> float:
+        if callable(self._mtime):
+            self._mtime = self._mtime()
         return self._mtime
 
 

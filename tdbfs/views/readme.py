@@ -41,6 +41,23 @@ fragment.yaml.
                           reversed and what each recorded, checksum results
     dims/<stem>/          the same for dimension files (d0, d1, ...)
     raw/                  the fragment's files, byte for byte
+    layout.csv            byte map of every file of the fragment, one row per
+                          byte range: file,start,end,length,structure,detail
+                          (end exclusive); each file's rows cover it from 0 to
+                          its size with no gap: generic tile header fields,
+                          nchunks, chunk K header/metadata/data, footer fields,
+                          and `unclaimed` (bytes no structure holds: gaps,
+                          garbage after the last structure), `overlap` (bytes
+                          two structures claim), `undecodable` (the rest of a
+                          structure that stops decoding; the detail says why
+                          and at which byte)
+    layout/<file>.csv     the same rows for one file, without the file column
+    hex/<name>.txt        hexdump -C of each generic tile of
+                          __fragment_metadata.tdb (rtree, tile_offsets_I, ...,
+                          named after the footer field, [I] written _I) and of
+                          footer.txt; offsets are file offsets, and lines
+                          starting with "# @start-end" name the byte map ranges
+                          that start in the next line
 
 Tile numbers K start at 0 and follow the order of tiles in the data file.
 """

@@ -6,7 +6,7 @@ import os
 
 from ..store import ArrayStore
 from .common import KeyedDir, LiveFile, guarded, yaml_file
-from .nodes import BytesFile, DirNode, DynamicDir, StaticDir, SymlinkNode, ViewError
+from .nodes import BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
 from .readme import README_TEXT
 from .render import to_yaml
 from . import array_views
@@ -43,13 +43,23 @@ def build_root(store: ArrayStore) -> DirNode:
         lambda name: _metadata_file(store, name), mtime=lambda: _mtime(store, "__meta"))
     commits_dir = KeyedDir(
         lambda: [os.path.basename(f) + ".yaml" for f in store.commit_files()],
-        lambda name: _commit_file(store, name), mtime=lambda: _mtime(store, "__commits"))
+        lambda name: _commit_file(store, name), mtime=lambda: _mtime(store, "__commits"), mode=FileNode.mode)
     fragment_meta_dir = KeyedDir(
         lambda: [os.path.basename(f) + ".yaml" for f in store.fragment_meta_files()],
         lambda name: _fragment_meta_file(store, name), mtime=lambda: _mtime(store, "__fragment_meta"))
+    listed: dict = {}  # name -> relative path, from the last listing (no isdir per fragment to find it again)
+
+    def fragment_names():
+        paths = store.fragment_paths()
+        listed.clear()
+        listed.update((os.path.basename(p), p) for p in paths)
+        return list(listed)
+
     fragments_dir = KeyedDir(
-        lambda: [os.path.basename(p) for p in store.fragment_paths()],
-        lambda name: fragment_dir(store, _fragment_path(store, name)), mtime=lambda: _mtime(store, "__fragments"))
+        fragment_names,
+        lambda name: fragment_dir(store, listed.get(name) or _fragment_path(store, name)),
+        mtime=lambda: _mtime(store, "__fragments"),
+        exists=lambda name: store.fragment_path_of(name) is not None, mode=DirNode.mode)
     labels_dir = KeyedDir(lambda: [n for n in store.listdir("__labels") if store.isdir(f"__labels/{n}")],
                           lambda name: _label_array(store, name), mtime=lambda: _mtime(store, "__labels"))
     return DynamicDir(children, mtime)
