@@ -268,52 +268,91 @@ def _list_summary(frag: Fragment, kind: str, i: int) -> str:
     return _values(frag._u64_list(kind, i))
 
 
+UNREFERENCED = "unreferenced generic tile at"
+
+
+def metadata_regions(frag: Fragment, data=None) -> list[Region]:
+    """The whole structures of `__fragment_metadata.tdb` (each generic tile, the footer) in file
+    order, found from generic tile headers alone, no payload decoded: cheap enough to list `hex/`
+    of every fragment, and the frame the byte map fills in.
+
+    A gap between them may hold a generic tile no footer field points at (TileDB 2.11's v15
+    writer leaves its processed conditions tile there): it is a region too, since TileDB never
+    reads it and a user should see it.
+    """
+    rel = frag._file(METADATA_FILE)
+    if data is None:
+        data = frag.store.read_file(rel)
+    try:
+        footer = frag.footer()
+    except Exception:
+        return _walk_generic_tiles(data, rel, "")[1]
+    if footer.generic_tile_offsets is None:          # formats 1/2: one generic tile is the whole file
+        return [Region("legacy_fragment_metadata", 0, _generic_tile_end(data, rel, 0, "legacy fragment metadata"))]
+    regions: list[Region] = []
+    seen: set = set()
+    for name, off, _ in metadata_generic_tiles(frag):
+        if off in seen or off >= len(data):
+            continue
+        seen.add(off)
+        regions.append(Region(name, off, _generic_tile_end(data, rel, off, name)))
+    regions.append(Region(FOOTER, footer.offset, len(data)))
+    regions.sort(key=lambda r: r.start)
+    found = []
+    at = 0
+    for r in regions + [Region("", len(data), len(data))]:
+        off = at
+        while off < r.start:                         # a gap: generic tiles that fit in it, back to back
+            name = f"{UNREFERENCED} {off}"
+            try:
+                header = read_generic_tile_header(data, off, rel, name)
+            except FormatError:
+                break
+            if header.end > r.start:
+                break
+            found.append(Region(name, off, header.end))
+            off = header.end
+        at = max(at, r.end)
+    return sorted(regions + found, key=lambda r: r.start)
+
+
+def _generic_tile_end(data, rel: str, offset: int, name: str) -> int:
+    """Where the generic tile at `offset` ends; the file's end if its header does not decode."""
+    try:
+        return read_generic_tile_header(data, offset, rel, name).end
+    except FormatError:
+        return len(data)
+
+
 def metadata_map(frag: Fragment, data) -> tuple[list[ByteRange], list[Region]]:
     rel = frag._file(METADATA_FILE)
-    claims: list[ByteRange] = []
-    regions: list[Region] = []
     try:
         footer = frag.footer()
     except Exception as exc:
         return _walk_generic_tiles(data, rel, f"footer not decoded ({_reason(exc)})")
     if footer.generic_tile_offsets is None:          # formats 1/2: one generic tile is the whole file
-        c, end = generic_tile_claims(data, rel, 0, "legacy fragment metadata",
-                                     lambda: f"format {footer.version} fragment metadata (§5.7)")
-        return c, [Region("legacy_fragment_metadata", 0, end)]
-    seen: dict[int, str] = {}
+        c, _ = generic_tile_claims(data, rel, 0, "legacy fragment metadata",
+                                   lambda: f"format {footer.version} fragment metadata (§5.7)")
+        return c, metadata_regions(frag, data)
+    claims: list[ByteRange] = []
+    named: dict[int, str] = {}
+    summaries = {}
     for name, off, summary in metadata_generic_tiles(frag):
-        if off in seen:          # two footer entries naming one tile: say so on the tile's first range
-            claims.append(ByteRange(off, off, name, f"same generic tile as {seen[off]}"))
+        if off in named:         # two footer entries naming one tile: say so on the tile's first range
+            claims.append(ByteRange(off, off, name, f"same generic tile as {named[off]}"))
             continue
-        seen[off] = name
-        if off >= len(data):
-            continue
-        c, end = generic_tile_claims(data, rel, off, name, summary)
-        claims += c
-        regions.append(Region(name, off, end))
-    fc = footer_claims(frag, data, footer)
-    claims += fc
-    regions.append(Region(FOOTER, footer.offset, max([c.end for c in fc], default=footer.offset)))
-    # A gap may hold a generic tile no footer field points at (TileDB 2.11's v15 writer leaves
-    # its processed conditions tile there): show it as such, since TileDB never reads it.
-    for gap in cover(claims, len(data)):
-        if gap.structure != UNCLAIMED:
-            continue
-        off = gap.start
-        while off < gap.end:
-            name = f"unreferenced generic tile at {off}"
-            try:
-                header = read_generic_tile_header(data, off, rel, name)
-            except FormatError:
-                break
-            if header.end > gap.end:
-                break
-            c, end = generic_tile_claims(data, rel, off, name, lambda: "no footer field points here, "
-                                                                      "TileDB does not read it")
-            claims += c
-            regions.append(Region(name, off, end))
-            off = end
-    return claims, sorted(regions, key=lambda r: r.start)
+        named[off] = name
+        summaries[name] = summary
+    regions = metadata_regions(frag, data)
+    for r in regions:
+        if r.name == FOOTER:
+            claims += footer_claims(frag, data, footer)
+        elif r.name.startswith(UNREFERENCED):
+            claims += generic_tile_claims(data, rel, r.start, r.name,
+                                          lambda: "no footer field points here, TileDB does not read it")[0]
+        else:
+            claims += generic_tile_claims(data, rel, r.start, r.name, summaries.get(r.name))[0]
+    return claims, regions
 
 
 def _walk_generic_tiles(data, rel: str, why: str) -> tuple[list[ByteRange], list[Region]]:

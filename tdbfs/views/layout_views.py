@@ -43,10 +43,9 @@ def hex_name(region: str) -> str:
 
 def hex_children(frag: Fragment) -> dict:
     name = byte_map.METADATA_FILE
-    m = byte_map.file_map(frag, name)
     t = frag.mtime()
     out = {}
-    for region in m.regions:
+    for region in byte_map.metadata_regions(frag):  # from headers alone: listing hex/ decodes nothing
         out[f"{hex_name(region.name)}.txt"] = CachedFile(
             frag.store.cache, ("hex", frag.rel, region.name, region.start),
             guarded(lambda region=region: hex_text(frag, name, region), frag.problems, frag._file(name),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 
 import numpy as np
 import yaml
@@ -32,7 +33,9 @@ def plain(value):
     return value
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter when PyYAML was built with it (its wheels are): the YAML views of a tree
+# walk spend most of their time emitting, and the C emitter is several times faster.
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
     pass
 
 
@@ -73,7 +76,12 @@ def to_csv(header: list[str], rows) -> bytes:
     return out.getvalue().encode("utf-8")
 
 
+_NEEDS_QUOTES = re.compile(r'[,"\n\r]')
+
+
 def _csv_cell(v) -> str:
+    if type(v) is int:      # most cells of byte maps and tile tables: no quoting to look for
+        return str(v)
     if v is None:
         return ""
     if isinstance(v, (bytes, bytearray)):
@@ -81,9 +89,7 @@ def _csv_cell(v) -> str:
     if isinstance(v, float):
         return repr(v)
     s = str(v)
-    if any(c in s for c in ',"\n\r'):
-        return '"' + s.replace('"', '""') + '"'
-    return s
+    return '"' + s.replace('"', '""') + '"' if _NEEDS_QUOTES.search(s) else s
 
 
 # -- tile cells as text: one JSON value per line --------------------------------
