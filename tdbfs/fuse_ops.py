@@ -623,6 +623,6 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
              ",".join(k if v is True else f"{k}={v}" for k, v in kwargs.items() if v is not False))
     try:
         mfusepy.FUSE(ops, mountpoint, raw_fi=True, **kwargs)
-    except RuntimeError as exc:
+    except RuntimeError:
         raise MountError(f"libfuse could not mount {mountpoint}") from None
     log.info("unmounted %s", mountpoint)

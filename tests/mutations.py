@@ -20,7 +20,6 @@ from typing import Callable
 
 from tdbfs.format.tile import CHUNK_HEADER_SIZE
 from tdbfs.store import ArrayStore
-from tdbfs.store.fragment import DATA
 from tdbfs.views.nodes import DirNode, FileNode, SymlinkNode, ViewError
 from tdbfs.views.tree import build_root
 

@@ -9,8 +9,8 @@ tiledb-py only ever open the copies, nothing is written under `../shared/`.
   info (format version, cell count, non-empty domain, MBRs), no problem reported;
 * every stored field of every fragment, tile by tile (legacy `__coords` both as
   stored and split per dimension): the decoded cells equal TileDB's read of the
-  fragment. Tiles behind a filter tdbfs does not reverse yet xfail naming it;
-* every file of every tree is readable, or fails only for such a missing filter;
+  fragment;
+* every file of every tree is readable, with no problem reported;
 * the two arrays TileDB refuses show their tree, with a problem saying why;
 * schemas and array metadata of every version against tiledb-py;
 * INDEX.md's expected values, and one legacy array through a real FUSE mount.
@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-import shutil
 import struct
 import zlib
 from pathlib import Path
@@ -74,16 +72,6 @@ def _read(root, path: str) -> bytes:
 
 def _yaml(root, path: str):
     return yaml.safe_load(_read(root, path))
-
-
-def _missing_filter(message: str) -> str | None:
-    """The filter a 'not supported yet' failure names (another engineer adds those reversers)."""
-    if "not supported" not in message:
-        return None
-    if "embedded in its RLE/DICTIONARY" in message:
-        return "var-string RLE/DICTIONARY offsets rebuild"
-    m = re.search(r"filter ([A-Z][A-Z0-9_]+)", message)
-    return m.group(1) if m else message
 
 
 def _plain(v):
@@ -268,14 +256,8 @@ def test_field_tiles_match_tiledb(folder, frag_name, kind, stem, copies):
     ntiles = info["tile_count"]
     listing = resolve(root, folder_path).children()
     assert f"tile_{ntiles - 1}.bin" in listing and f"tile_{ntiles}.bin" not in listing
-    try:
-        tiles = {s: [_read(root, f"{folder_path}/tile_{k}{s}") for k in range(ntiles)]
-                 for s in (".bin", ".var.bin", ".validity.bin") if f"tile_0{s}" in listing}
-    except ViewError as exc:
-        missing = _missing_filter(str(exc))
-        if missing:
-            pytest.xfail(f"missing filter {missing}: {exc}")
-        raise
+    tiles = {s: [_read(root, f"{folder_path}/tile_{k}{s}") for k in range(ntiles)]
+             for s in (".bin", ".var.bin", ".validity.bin") if f"tile_0{s}" in listing}
     cells, mask = _reference(folder, path, frag_name, footer["dense"], footer["non_empty_domain"])
     if stem == "__coords":
         # All dimensions in one tile: compared through the per-dimension split below, and here
@@ -345,8 +327,8 @@ def _walk(root) -> tuple[int, dict]:
 
 @pytest.mark.parametrize("folder", [f for f, _ in corpus.arrays()] or ["corpus-absent"])
 def test_every_file_of_the_tree_reads(folder, copies):
-    """Nothing crashes; a file fails only for a filter not reversed yet (xfail) or, for the two
-    arrays TileDB refuses, because of what makes them refused."""
+    """Every file reads and no problem is reported; the two arrays TileDB refuses fail only
+    because of what makes them refused."""
     corpus.require()
     store = ArrayStore(str(copies[folder]))
     root = build_root(store)
@@ -358,11 +340,8 @@ def test_every_file_of_the_tree_reads(folder, copies):
         assert failed and problems
         assert any(why in p["message"] for p in problems), problems
         return
-    missing = {_missing_filter(r) for r in failed.values()}
-    assert None not in missing, {p: r for p, r in failed.items() if _missing_filter(r) is None}
-    assert all(_missing_filter(p["message"]) for p in problems), problems
-    if missing:
-        pytest.xfail(f"missing filters: {', '.join(sorted(missing))}")
+    assert not failed, failed
+    assert problems == [], problems
 
 
 @pytest.mark.parametrize("folder", sorted(corpus.REFUSED))

@@ -10,12 +10,9 @@ import struct
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-import tiledb
 
-import arrays
-from tdbfs.check import ERROR, WARNING, check_array
+from tdbfs.check import ERROR, check_array
 from tdbfs.store import ArrayStore
 from tdbfs.store.fragment import DATA
 

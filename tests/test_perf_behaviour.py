@@ -188,12 +188,18 @@ def test_decoded_tiles_have_their_own_bound_inside_the_cache():
     cache.get(("tile", 2))  # recently used: tile 3 is now the oldest tile
     cache.get_or_make(("tile", 5), make("t5", 100))
     assert [k for k in range(6) if cache.get(("tile", k)) is not None] == [2, 4, 5]
-    assert cache.get_or_make(("tile", 6), make("big", 301)) == "big"  # bigger than the tile bound: not kept
-    assert cache.get(("tile", 6)) is None and cache.group_bytes("tile") == 300
+    # bigger than the tile bound: kept alone, so reading it in pieces decodes it once
+    assert cache.get_or_make(("tile", 6), make("big", 301)) == "big"
+    assert cache.get_or_make(("tile", 6), make("big", 301)) == "big" and made.count("big") == 1
+    assert [k for k in range(7) if cache.get(("tile", k)) is not None] == [6] and cache.group_bytes("tile") == 301
+    cache.get_or_make(("tile", 7), make("t7", 100))  # the next tile pushes it out
+    assert [k for k in range(8) if cache.get(("tile", k)) is not None] == [7]
     cache.get_or_make(("txt", 1), make("y", 600))  # the whole bound still applies: oldest entries go first
     assert cache.size_bytes <= 1000 and cache.get(("txt", 1)) == "y"
-    assert cache.group_bytes("tile") == sum(100 for k in range(6) if cache.get(("tile", k)) is not None)
+    assert cache.group_bytes("tile") == sum(100 for k in range(8) if cache.get(("tile", k)) is not None)
     assert made.count("t0") == 1 and made.count("t2") == 1
+    assert cache.get_or_make(("tile", 9), make("huge", 1001)) == "huge"  # bigger than the whole bound: not kept
+    assert cache.get(("tile", 9)) is None
 
 
 def test_a_mount_reports_a_bad_array_before_a_bad_mount_point(tmp_path):

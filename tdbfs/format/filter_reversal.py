@@ -76,7 +76,7 @@ def reverse_chunk(md: memoryview, data: memoryview, header, pipeline: FilterPipe
         rev = REVERSERS.get(spec.id)
         if rev is None:
             raise UnsupportedFilter(file, structure, header.offset,
-                                    f"filter {spec.name} (id {spec.id}, position {i} of the pipeline) is not supported yet")
+                                    f"filter {spec.name} (id {spec.id}, position {i} of the pipeline) is not a filter TileDB defines")
         if spec.id == 4 and i == 0 and ctx.var_strings:
             rev = reverse_var_strings  # var-string RLE (§3.4), not classic RLE; it also rebuilds the offsets
         try:

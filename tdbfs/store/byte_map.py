@@ -23,7 +23,7 @@ from ..format import fragment_metadata as fm
 from ..format.errors import FormatError
 from ..format.generic_tile import ENCRYPTION_TYPES, HEADER_BASE_SIZE, HEADER_FIELDS, read_generic_tile_header
 from ..format.datatypes import datatype_name
-from ..format.tile import CHUNK_HEADER_SIZE, parse_chunk_headers
+from ..format.tile import parse_chunk_headers
 from .fragment import DATA, VAR, VALIDITY, Fragment
 
 UNCLAIMED = "unclaimed"

@@ -80,16 +80,17 @@ class ByteLRU:
         with self._lock:
             if key in self._items:
                 self._drop(key)
-            g = self._group(key)
-            limit = self.capacity if g is None else self.group_capacity[g]
-            if cost > limit:
+            if cost > self.capacity:
                 return  # too big to keep: the caller still has its value
             self._items[key] = (value, cost)
             self._bytes += cost
+            g = self._group(key)
             if g is not None:
                 self._groups[g][key] = None
                 self._group_bytes[g] += cost
-                while self._group_bytes[g] > limit:
+                # A value over its group's bound still stays (alone in the group): a tile bigger
+                # than the tile area must not be decoded again for every piece read of it.
+                while self._group_bytes[g] > self.group_capacity[g] and len(self._groups[g]) > 1:
                     self._drop(next(iter(self._groups[g])))
             while self._bytes > self.capacity and self._items:
                 self._drop(next(iter(self._items)))

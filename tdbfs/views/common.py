@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Mapping
 
-from .nodes import BytesFile, DirNode, DynamicDir, Node, ViewError
+from .nodes import BytesFile, DynamicDir, Node, ViewError
 from .render import to_yaml
 
 log = logging.getLogger("tdbfs.views")

@@ -6,7 +6,6 @@ import numpy as np
 
 from ..format import fragment_metadata as fm
 from ..format.filters import pipeline_to_dict
-from ..format.generic_tile import header_to_dict
 from ..store.fragment import DATA, VAR, VALIDITY, Fragment
 from . import layout_views
 from .common import CachedFile, StateFile, guarded, yaml_file

@@ -12,7 +12,7 @@ from typing import Callable, Mapping
 
 
 class ViewError(Exception):
-    """A view that cannot be rendered (corrupt input, unsupported filter, vanished file)."""
+    """A view that cannot be rendered (corrupt input, unknown filter, vanished file)."""
 
 
 class Node:

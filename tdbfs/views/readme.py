@@ -7,7 +7,7 @@ tdbfs: a read-only view of a TileDB array's on-disk structures
 Every file here is computed from the array's own files on demand; nothing is
 ever written to the array. Sizes are exact, so cat, less, cp, grep, diff, jq and
 yq work on every file. A file that cannot be built (corrupt or truncated input,
-an unsupported filter) reads as an I/O error; the reason, with the file and byte
+an unknown filter, a missing key) reads as an I/O error; the reason, with the file and byte
 offset, is listed under `problems` in array.yaml and in the fragment's
 fragment.yaml.
 

@@ -6,7 +6,7 @@ import os
 
 from ..store import ArrayStore
 from .common import KeyedDir, LiveFile, guarded, yaml_file
-from .nodes import BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
+from .nodes import BytesFile, DirNode, DynamicDir, FileNode, SymlinkNode, ViewError
 from .readme import README_TEXT
 from .render import to_yaml
 from . import array_views
