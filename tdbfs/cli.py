@@ -670,18 +670,10 @@ def _spawn_daemon(args, array: str, mnt: str, check=None) -> int:
             except OSError:
                 pass
         time.sleep(0.02)
-    proc.stderr.close()
     if proc.poll() is not None:
+        proc.stderr.close()
         raise CliError(_daemon_failure(bytes(captured), proc.returncode))
-    # still running but not answering: give up cleanly
-    proc.terminate()
-    try:
-        proc.wait(timeout=3)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if mount_fstype(mnt) is not None:
-        _unmount(mnt, lazy=True)
+    _stop_daemon(proc, mnt)  # still running but not answering: give up cleanly
     raise CliError(f"the daemon did not answer within {MOUNT_WAIT_S:.0f} s"
                    + (f" (see {args.log})" if args.log else " (retry with --log FILE --debug)"))
 
