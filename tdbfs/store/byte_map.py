@@ -137,7 +137,7 @@ def tile_claims(data, file: str, offset: int, end: int, label: str, what: str, f
         error = exc
     if end - offset >= 8:
         nchunks = int.from_bytes(bytes(view[offset - base:offset - base + 8]), "little")
-        claims.append(ByteRange(offset, offset + 8, f"{label}: nchunks", f"{nchunks} chunks; {what}"))
+        claims.append(ByteRange(offset, offset + 8, f"{label}: nchunks", f"{nchunks} chunk{'' if nchunks == 1 else 's'}; {what}"))
     for h in chunks:
         claims.append(ByteRange(h.offset, h.metadata_offset, f"{label}: chunk {h.index} header",
                                 f"unfiltered_size {h.unfiltered_size}, filtered_size {h.filtered_size}, "
