@@ -207,9 +207,12 @@ class ArrayStore:
         with self._lock:
             frag = self._fragments.get(rel)
             if frag is None:
-                from .fragment import Fragment
-                frag = self._fragments[rel] = Fragment(self, rel)
+                frag = self._fragments[rel] = self._make_fragment(rel)
             return frag
+
+    def _make_fragment(self, rel: str):
+        from .fragment import Fragment
+        return Fragment(self, rel)
 
     def fragments(self) -> list:
         paths = self.fragment_paths()

@@ -120,12 +120,8 @@ class ZeroArrayStore(ArrayStore):
             out.append((ts, n))
         return [n for _, n in sorted(out)]
 
-    def fragment(self, rel: str) -> "ZeroFragment":
-        with self._lock:
-            frag = self._fragments.get(rel)
-            if frag is None:
-                frag = self._fragments[rel] = ZeroFragment(self, rel)
-            return frag
+    def _make_fragment(self, rel: str) -> "ZeroFragment":
+        return ZeroFragment(self, rel)
 
     def committed_fragment_names(self) -> dict:
         return {}
