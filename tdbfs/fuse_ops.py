@@ -20,7 +20,6 @@ can be found (256 KiB reads instead of 128 KiB, see PERF_NOTES), else libfuse2.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import functools
 import itertools
@@ -44,23 +43,31 @@ FUSERMOUNT = {3: "fusermount3", 2: "fusermount"}
 INSTALL_HINT = {3: "apt-get install fuse3", 2: "apt-get install libfuse2 fuse"}
 
 
+@functools.lru_cache(maxsize=None)
 def find_libfuse(major: int) -> Optional[str]:
-    """A loadable libfuse of the given major version (2 or 3), or None."""
+    """A loadable libfuse of the given major version (2 or 3), or None.
+
+    The usual library folders and the dynamic linker's own search come first:
+    ctypes.util.find_library runs `ldconfig -p` (or gcc) in a subprocess, which costs
+    more than the rest of the mount's start-up work, so it is only the last resort."""
     short, soname = _LIB_SONAMES[major]
-    candidates = []
+    candidates = [p for p in (os.path.join(d, soname) for d in _LIB_DIRS) if os.path.exists(p)]
+    for cand in candidates + [soname]:
+        if _loads(cand):
+            return cand
+    import ctypes.util
     found = ctypes.util.find_library(short)
-    if found and (major == 3 or ".so.2" in found or found.endswith("libfuse.so")):
-        candidates.append(found)
-    candidates += [os.path.join(d, soname) for d in _LIB_DIRS]
-    for cand in candidates:
-        if os.path.isabs(cand) and not os.path.exists(cand):
-            continue
-        try:
-            ctypes.CDLL(cand)
-        except OSError:
-            continue
-        return cand
+    if found and (major == 3 or ".so.2" in found or found.endswith("libfuse.so")) and _loads(found):
+        return found
     return None
+
+
+def _loads(path: str) -> bool:
+    try:
+        ctypes.CDLL(path)
+    except OSError:
+        return False
+    return True
 
 
 def choose_libfuse() -> tuple[Optional[int], Optional[str]]:
@@ -507,6 +514,8 @@ class TdbfsOperations(_OperationsBase):
 
     @_guard
     def read(self, path, size, offset, fi):
+        """At most `size` bytes at `offset`, as any bytes-like object: a decoded tile comes as a
+        memoryview into the cached tile, copied once, by `_Fuse.read`, into libfuse's buffer."""
         handle = self._handle(fi)
         if handle is None:  # not opened by us (should not happen): resolve the path
             node = self._node(path)
@@ -516,8 +525,6 @@ class TdbfsOperations(_OperationsBase):
         if handle.data is not None:
             return handle.data[offset:offset + size]
         data = handle.node.read(offset, size)
-        if type(data) is not bytes:
-            data = bytes(data)
         if len(data) > size:
             data = data[:size]
         return data
@@ -599,6 +606,32 @@ def _get(mapping: Mapping[str, Node], name: str) -> Optional[Node]:
 
 # --------------------------------------------------------------------------- serving
 
+def copy_into(buf, data) -> int:
+    """Copy any bytes-like `data` to the C buffer `buf`; its length.
+
+    mfusepy's own read callback accepts only bytes, which would cost a decoded tile a second
+    copy of every piece read (a slice of the cached tile) before the one into libfuse."""
+    n = len(data)
+    if n:
+        dest = (ctypes.c_ubyte * n).from_address(ctypes.cast(buf, ctypes.c_void_p).value)
+        memoryview(dest).cast("B")[:] = data
+    return n
+
+
+@functools.lru_cache(maxsize=None)
+def _fuse_class():
+    class _Fuse(mfusepy.FUSE):
+        """mfusepy's FUSE with a read callback that copies memoryviews without a bytes copy."""
+
+        def read(self, path, buf, size, offset, fip):
+            fh = fip.contents if self.raw_fi else fip.contents.fh
+            data = self.operations.read(None if path is None else path.decode(self.encoding, self.errors),
+                                        size, offset, fh)
+            return copy_into(buf, data) if data else 0
+
+    return _Fuse
+
+
 class MountError(RuntimeError):
     """libfuse could not mount (its own message is on stderr)."""
 
@@ -622,7 +655,7 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
              mfusepy.fuse_version_minor, getattr(mfusepy, "_libfuse_path", "?"),
              ",".join(k if v is True else f"{k}={v}" for k, v in kwargs.items() if v is not False))
     try:
-        mfusepy.FUSE(ops, mountpoint, raw_fi=True, **kwargs)
+        _fuse_class()(ops, mountpoint, raw_fi=True, **kwargs)
     except RuntimeError:
         raise MountError(f"libfuse could not mount {mountpoint}") from None
     log.info("unmounted %s", mountpoint)

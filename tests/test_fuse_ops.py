@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import logging
@@ -328,11 +329,14 @@ def test_big_chunked_reads(ops):
     assert got == expected
 
 
-def test_non_bytes_read_results_are_converted(ops):
+def test_memoryview_read_results_reach_the_c_buffer(ops):
     f = fi()
     ops.open("/mview.bin", f)
     data = ops.read("/mview.bin", 4, 1, f)
-    assert type(data) is bytes and data == b"view"
+    assert bytes(data) == b"view"
+    buf = ctypes.create_string_buffer(8)
+    assert fuse_ops.copy_into(ctypes.cast(buf, ctypes.POINTER(ctypes.c_byte)), data) == 4
+    assert buf.raw == b"view\0\0\0\0"
 
 
 def test_open_for_writing_is_erofs(ops):

@@ -140,7 +140,7 @@ def test_the_next_big_tile_is_decoded_ahead_once(tmp_path, monkeypatch):
     first = t0.read(0, 1 << 17)  # the first piece of tile 0, as the kernel asks for it
     store.cache.wait_idle()
     assert len(calls) == 2 and store.cache.made_ahead == 1  # tile 0, and tile 1 ahead
-    data = [first + t0.read(1 << 17, t0.size())]
+    data = [bytes(first) + bytes(t0.read(1 << 17, t0.size()))]
     for k in (1, 2):
         node = resolve(root, f"{folder}/tile_{k}.bin")
         data.append(b"".join(node.read(off, 1 << 17) for off in range(0, node.size(), 1 << 17)))

@@ -8,40 +8,49 @@ with the file and the offset of the chunk.
 
 from __future__ import annotations
 
+import importlib
+
 from .datatypes import BY_NAME, Datatype
 from .errors import FormatError
 from .filters import FilterPipeline, FilterSpec
-from .reversers.checksums import reverse_checksum
 from .reversers.common import Stage, StageError
-from .reversers.compressors import reverse_compressor, reverse_rle
-from .reversers.noop import reverse_noop
-from .reversers.shuffles import reverse_bitshuffle, reverse_byteshuffle
-from .reversers.bit_width import reverse_bit_width
-from .reversers.deltas import reverse_delta, reverse_double_delta, reverse_positive_delta
-from .reversers.scale_float import reverse_scale_float
-from .reversers.webp import reverse_webp
-from .reversers.xor import reverse_xor
-from .reversers.encryption import reverse_aes256gcm
-from .reversers.var_strings import reverse_dictionary, reverse_var_strings
 
-__all__ = ["UnsupportedFilter", "StageError", "REVERSERS", "output_type", "reverse_chunk"]
+__all__ = ["UnsupportedFilter", "StageError", "reverser", "output_type", "reverse_chunk"]
 
 
 class UnsupportedFilter(FormatError):
     """A filter this version of tdbfs cannot reverse; the filter is named in the message."""
 
 
-REVERSERS = {
-    0: reverse_noop,
-    1: reverse_compressor, 2: reverse_compressor, 3: reverse_compressor, 5: reverse_compressor,
-    4: reverse_rle,
-    9: reverse_byteshuffle,
-    6: reverse_double_delta, 19: reverse_delta, 10: reverse_positive_delta,
-    7: reverse_bit_width, 8: reverse_bitshuffle, 15: reverse_scale_float, 16: reverse_xor, 18: reverse_webp,
-    12: reverse_checksum, 13: reverse_checksum,
-    11: reverse_aes256gcm,
-    14: reverse_dictionary,
+# Filter id -> (module of reversers/, function). A module is imported the first time one
+# of its filters is met: the codecs, hashlib, cryptography and Pillow cost a mount's
+# start-up ~40 ms, and most arrays need one or two of them.
+_ROUTES = {
+    0: ("noop", "reverse_noop"),
+    1: ("compressors", "reverse_compressor"), 2: ("compressors", "reverse_compressor"),
+    3: ("compressors", "reverse_compressor"), 5: ("compressors", "reverse_compressor"),
+    4: ("compressors", "reverse_rle"),
+    9: ("shuffles", "reverse_byteshuffle"), 8: ("shuffles", "reverse_bitshuffle"),
+    6: ("deltas", "reverse_double_delta"), 19: ("deltas", "reverse_delta"), 10: ("deltas", "reverse_positive_delta"),
+    7: ("bit_width", "reverse_bit_width"),
+    15: ("scale_float", "reverse_scale_float"),
+    16: ("xor", "reverse_xor"),
+    18: ("webp", "reverse_webp"),
+    12: ("checksums", "reverse_checksum"), 13: ("checksums", "reverse_checksum"),
+    11: ("encryption", "reverse_aes256gcm"),
+    14: ("var_strings", "reverse_dictionary"),
 }
+#: RLE as the first filter of a var-string attribute or dimension (§3.4): not classic RLE.
+_VAR_STRING_RLE = ("var_strings", "reverse_var_strings")
+_loaded: dict = {}
+
+
+def reverser(route: tuple[str, str]):
+    fn = _loaded.get(route)
+    if fn is None:
+        module = importlib.import_module(f".reversers.{route[0]}", __package__)
+        fn = _loaded[route] = getattr(module, route[1])
+    return fn
 
 
 _SIGNED_BY_SIZE = {1: "INT8", 2: "INT16", 4: "INT32", 8: "INT64"}
@@ -73,12 +82,11 @@ def reverse_chunk(md: memoryview, data: memoryview, header, pipeline: FilterPipe
     failures: list[str] = []
     for i in range(len(pipeline.filters) - 1, -1, -1):
         spec = pipeline.filters[i]
-        rev = REVERSERS.get(spec.id)
-        if rev is None:
+        route = _ROUTES.get(spec.id)
+        if route is None:
             raise UnsupportedFilter(file, structure, header.offset,
                                     f"filter {spec.name} (id {spec.id}, position {i} of the pipeline) is not a filter TileDB defines")
-        if spec.id == 4 and i == 0 and ctx.var_strings:
-            rev = reverse_var_strings  # var-string RLE (§3.4), not classic RLE; it also rebuilds the offsets
+        rev = reverser(_VAR_STRING_RLE if spec.id == 4 and i == 0 and ctx.var_strings else route)
         try:
             md, data, record = rev(spec, md, data, Stage(types[i], limit, ctx))
         except StageError as exc:

@@ -106,16 +106,17 @@ class TileFile(FileNode):
 
     def read(self, offset: int, size: int) -> bytes:
         try:
-            tile = self._frag.tile(self._field, self._k, self._stream)
-            if offset == 0 and len(tile.data) >= DECODE_AHEAD_MIN:
-                # a reader from the start of a big tile: decode the next ones while this one is served
+            if offset == 0 and self.size() >= DECODE_AHEAD_MIN:
+                # a reader from the start of a big tile: decode the next ones while this one is
+                # decoded and served
                 for j in range(1, DECODE_AHEAD_TILES + 1):
                     self._frag.decode_ahead(self._field, self._k + j, self._stream)
+            tile = self._frag.tile(self._field, self._k, self._stream)
         except FileNotFoundError as exc:
             raise ViewError(str(exc)) from None
         except Exception as exc:
             raise ViewError(str(exc)) from None
-        return tile.data[offset:offset + size]
+        return memoryview(tile.data)[offset:offset + size]  # no copy: the FUSE layer copies it once
 
 
 def footer_view(frag: Fragment) -> dict:

@@ -45,7 +45,8 @@ class FileNode(Node):
     def size(self) -> int:
         raise NotImplementedError
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> bytes | memoryview:
+        """At most `size` bytes from `offset`, as bytes or a memoryview (no copy of cached data)."""
         raise NotImplementedError
 
 

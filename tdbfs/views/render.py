@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
 import re
 
 import numpy as np
-import yaml
 
 
 def plain(value):
@@ -33,10 +33,21 @@ def plain(value):
     return value
 
 
-# libyaml's emitter when PyYAML was built with it (its wheels are): the YAML views of a tree
-# walk spend most of their time emitting, and the C emitter is several times faster.
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
-    pass
+@functools.lru_cache(maxsize=None)
+def _dumper():
+    """PyYAML's dumper with the tree's styles, made on first use (PyYAML costs a mount's
+    start-up ~12 ms). libyaml's emitter when PyYAML was built with it (its wheels are): the
+    YAML views of a tree walk spend most of their time emitting, and the C emitter is
+    several times faster."""
+    import yaml
+
+    class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+        pass
+
+    Dumper.add_representer(list, _represent_list)
+    Dumper.add_representer(str, _represent_str)
+    Dumper.add_representer(float, _represent_float)
+    return yaml.dump, Dumper
 
 
 def _represent_list(dumper, data):
@@ -58,14 +69,10 @@ def _represent_float(dumper, data):
     return dumper.represent_scalar("tag:yaml.org,2002:float", repr(data))
 
 
-_Dumper.add_representer(list, _represent_list)
-_Dumper.add_representer(str, _represent_str)
-_Dumper.add_representer(float, _represent_float)
-
-
 def to_yaml(data) -> bytes:
-    return yaml.dump(plain(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                     default_flow_style=False, width=120).encode("utf-8")
+    dump, dumper = _dumper()
+    return dump(plain(data), Dumper=dumper, sort_keys=False, allow_unicode=True,
+                default_flow_style=False, width=120).encode("utf-8")
 
 
 def to_csv(header: list[str], rows) -> bytes:

@@ -33,7 +33,7 @@ def _decompress(fid: int, part: memoryview, out_len: int) -> bytes:
         return lz4.block.decompress(part, uncompressed_size=out_len)
     if fid == 5:
         return bz2.BZ2Decompressor().decompress(bytes(part), max_length=out_len)
-    raise StageError(f"no codec for filter {fid}")  # pragma: no cover - REVERSERS routes only these ids
+    raise StageError(f"no codec for filter {fid}")  # pragma: no cover - filter_reversal routes only these ids
 
 
 def rle_decode(part: memoryview, out_len: int, cell_size: int) -> bytes:

@@ -21,9 +21,6 @@ import os
 import struct
 from dataclasses import dataclass
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from ..errors import FormatError
 from .common import Stage, StageError, read_u32s
 
@@ -52,6 +49,8 @@ class EncryptionKey:
     def __init__(self, key: bytes):
         if len(key) != KEY_BYTES:
             raise BadKeyError(f"an AES-256-GCM key is {KEY_BYTES} bytes, not {len(key)}")
+        # cryptography is imported only by arrays that have a key (~10 ms of start-up otherwise)
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         self._key = bytes(key)
         self._aead = AESGCM(self._key)
 
@@ -159,6 +158,7 @@ def reverse_aes256gcm(spec, md, data, stage: Stage):
     key = getattr(stage.ctx, "key", None)
     if key is None:
         raise StageError(NO_KEY_MESSAGE, 0)
+    from cryptography.exceptions import InvalidTag
     md_out, data_out = [], []
     at = 0
     for p in parts:
