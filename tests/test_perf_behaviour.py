@@ -3,13 +3,21 @@
 * fragment.yaml is rendered once per fragment state, and the commit listing behind it once per
   state of __commits/, yet a new commit still shows;
 * finding one fragment (a FUSE lookup) does not list the others;
-* a sequential reader of big tiles finds the next tile decoded ahead, decoded once, with TileDB's values.
+* a sequential reader of big tiles finds the next tile decoded ahead, decoded once, with TileDB's values;
+* a walk over many fragments keeps a bounded number of parsed fragments and fragment nodes,
+  and what was found wrong in a dropped fragment stays in array.yaml's problems;
+* a daemon answers its first `ls fragments/` without importing a codec, PyYAML or cryptography,
+  and finds libfuse without running ldconfig.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -17,7 +25,9 @@ import pytest
 import tiledb
 import yaml
 
+import tdbfs.store.array_store as array_store_module
 import tdbfs.store.fragment as fragment_module
+import tdbfs.views.tree as tree_module
 import tdbfs.views.fragment_views as fragment_views
 from tdbfs.fuse_ops import FuseOSError, TdbfsOperations
 from tdbfs.store import ArrayStore
@@ -241,3 +251,68 @@ def test_listing_fragments_and_commits_makes_no_node(tmp_path):
     assert list(kids) == names and names[1] in kids and "nope" not in kids and len(kids) == 3
     with pytest.raises(KeyError):
         kids["nope"]
+
+
+def test_a_walk_keeps_a_bounded_number_of_fragments(tmp_path, monkeypatch):
+    monkeypatch.setattr(array_store_module, "FRAGMENTS_KEPT", 2)
+    monkeypatch.setattr(tree_module, "FRAGMENT_NODES_KEPT", 2)
+    path = tmp_path / "arr"
+    names = _dense(path, 5)
+    with open(path / "__fragments" / names[0] / "__fragment_metadata.tdb", "r+b") as f:
+        f.seek(-8, os.SEEK_END)   # the footer length: absurd
+        f.write((1 << 40).to_bytes(8, "little"))
+    store = ArrayStore(str(path))
+    root = build_root(store)
+    fragments = resolve(root, "fragments")
+    first_footers = {}
+    for name in names:
+        node = fragments.child(name)
+        try:
+            first_footers[name] = _read(root, f"fragments/{name}/footer.yaml")
+        except Exception:
+            first_footers[name] = None
+        assert len(store.loaded_fragments()) <= 2 and len(fragments._nodes) <= 2
+        assert node is fragments.child(name)  # the node in use stays the same
+    assert first_footers[names[0]] is None and all(first_footers[n] for n in names[1:])
+    assert names[0] not in [f.name for f in store.loaded_fragments()]
+    damaged = [p for p in store.all_problems() if names[0] in (p.get("file") or "")]
+    assert damaged and "footer" in yaml.safe_load(_read(root, "array.yaml"))["problems"][0]["structure"]
+    # parsed again on demand, to the same bytes; the problem is not doubled
+    assert _read(root, f"fragments/{names[1]}/footer.yaml") == first_footers[names[1]]
+    with pytest.raises(Exception):
+        _read(root, f"fragments/{names[0]}/footer.yaml")
+    assert [p for p in store.all_problems() if names[0] in (p.get("file") or "")] == damaged
+
+
+STARTUP = textwrap.dedent("""
+    import json, subprocess, sys
+    def no_subprocess(*a, **k):
+        raise AssertionError("a subprocess at start-up: " + repr(a[0] if a else k.get("args")))
+    subprocess.Popen = no_subprocess
+    from tdbfs import cli, fuse_ops
+    from tdbfs.store import ArrayStore
+    from tdbfs.views.nodes import resolve
+    from tdbfs.views.tree import build_root
+    major, path = fuse_ops.choose_libfuse()
+    root = build_root(ArrayStore(sys.argv[1]))
+    names = list(resolve(root, "fragments").children())
+    first = sorted(m for m in ("yaml", "zstandard", "lz4", "blosc", "cryptography", "PIL", "hashlib")
+                   if m in sys.modules)
+    footer = resolve(root, "fragments/" + names[0] + "/footer.yaml")
+    footer.read(0, footer.size())
+    later = sorted(m for m in ("yaml", "zstandard", "cryptography", "PIL") if m in sys.modules)
+    print(json.dumps({"names": names, "libfuse": path, "first": first, "later": later}))
+""")
+
+
+def test_a_daemon_starts_without_codecs_yaml_or_ldconfig(tmp_path):
+    path = tmp_path / "arr"
+    names = _dense(path, 2)
+    res = subprocess.run([sys.executable, "-c", STARTUP, str(path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert sorted(out["names"]) == names
+    assert out["libfuse"] and "fuse" in out["libfuse"]   # found by the dynamic linker, no ldconfig -p
+    assert out["first"] == []                              # nothing of these for a listing
+    # footer.yaml needs PyYAML (and the codec of the fragment metadata), never cryptography or Pillow
+    assert "yaml" in out["later"] and not {"cryptography", "PIL"} & set(out["later"])

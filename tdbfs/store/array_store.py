@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import OrderedDict
 
 from ..format.generic_tile import GenericTile, read_generic_tile
 from .cache import ByteLRU
@@ -26,6 +27,12 @@ FRAGMENT_META_DIR = "__fragment_meta"
 META_DIR = "__meta"
 LABELS_DIR = "__labels"
 FRAGMENT_METADATA_FILE = "__fragment_metadata.tdb"
+
+
+#: Fragment objects kept with their parsed metadata (~12 KiB each, outside the byte bound):
+#: the least recently asked for beyond this are dropped, and parsed again when asked for.
+#: A walk of 10,000 fragments then holds 256 of them, not 10,000.
+FRAGMENTS_KEPT = 256
 
 
 class NotAnArrayError(Exception):
@@ -48,7 +55,7 @@ class ArrayStore:
         self.problems = ProblemLog()
         self._lock = threading.RLock()
         self._parsed: dict = {}          # (kind, relpath, size) -> parsed object; files never change
-        self._fragments: dict = {}       # fragment relpath -> Fragment
+        self._init_fragment_cache()
         self._commit_derived: dict = {}  # kind -> (commits_state, value), see _per_commits_state
         self.key = key                   # EncryptionKey of an AES-256-GCM array, or None (never shown)
 
@@ -203,11 +210,22 @@ class ArrayStore:
             return name
         return None
 
+    def _init_fragment_cache(self) -> None:
+        self._fragments: OrderedDict = OrderedDict()  # fragment relpath -> Fragment, least recent first
+        # fragment relpath -> its ProblemLog, which outlives a dropped Fragment: what was found stays shown
+        self._problem_logs: dict = {}
+
     def fragment(self, rel: str):
         with self._lock:
             frag = self._fragments.get(rel)
-            if frag is None:
-                frag = self._fragments[rel] = self._make_fragment(rel)
+            if frag is not None:
+                self._fragments.move_to_end(rel)
+                return frag
+            frag = self._make_fragment(rel)
+            frag.problems = self._problem_logs.setdefault(rel, frag.problems)
+            self._fragments[rel] = frag
+            if len(self._fragments) > FRAGMENTS_KEPT:
+                self._fragments.popitem(last=False)
             return frag
 
     def _make_fragment(self, rel: str):
@@ -216,9 +234,12 @@ class ArrayStore:
 
     def fragments(self) -> list:
         paths = self.fragment_paths()
+        live = set(paths)
         with self._lock:
-            for gone in set(self._fragments) - set(paths):
+            for gone in set(self._fragments) - live:
                 del self._fragments[gone]
+            for gone in set(self._problem_logs) - live:
+                del self._problem_logs[gone]
         return [self.fragment(p) for p in paths]
 
     def loaded_fragments(self) -> list:
@@ -318,8 +339,10 @@ class ArrayStore:
 
     def all_problems(self) -> list[dict]:
         out = list(self.problems.items)
-        for frag in self.loaded_fragments():
-            for p in frag.problems.items:
+        with self._lock:
+            logs = list(self._problem_logs.values())
+        for log in logs:
+            for p in log.items:
                 if p not in out:
                     out.append(p)
         return out

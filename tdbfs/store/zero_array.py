@@ -91,7 +91,7 @@ class ZeroArrayStore(ArrayStore):
         self.key = None  # 0.x has no encryption
         self._lock = threading.RLock()
         self._parsed: dict = {}
-        self._fragments: dict = {}
+        self._init_fragment_cache()
 
     # -- schema --------------------------------------------------------------
     def schema_files(self) -> list[str]:

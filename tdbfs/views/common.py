@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import Callable, Mapping
 
 from .nodes import BytesFile, DynamicDir, Node, ViewError
@@ -91,10 +92,11 @@ class KeyedDir(DynamicDir):
     """
 
     def __init__(self, names: Callable[[], list[str]], make: Callable[[str], Node], mtime=None,
-                 exists: Callable[[str], bool] | None = None, mode: int | None = None):
+                 exists: Callable[[str], bool] | None = None, mode: int | None = None, keep: int | None = None):
         self._names = names
         self._make_node = make
-        self._nodes: dict[str, Node] = {}
+        self._nodes: OrderedDict[str, Node] = OrderedDict()  # least recently used first
+        self._keep = keep  # with `mode`: at most this many nodes kept (each may hold a rendered subtree)
         self._exists = exists
         self._mode = mode  # st_mode of every entry, when all are alike: a listing then makes no node
         self.cheap_child = exists is not None
@@ -104,6 +106,10 @@ class KeyedDir(DynamicDir):
         node = self._nodes.get(name)
         if node is None:
             node = self._nodes[name] = self._make_node(name)
+            if self._keep is not None and len(self._nodes) > self._keep:
+                self._nodes.popitem(last=False)
+        else:
+            self._nodes.move_to_end(name)
         return node
 
     def child(self, name: str) -> Node | None:
@@ -116,8 +122,8 @@ class KeyedDir(DynamicDir):
     def _children(self) -> Mapping[str, Node]:
         names = self._names()
         if self._mode is not None:
-            keep = set(names)
-            self._nodes = {n: v for n, v in self._nodes.items() if n in keep}
+            live = set(names)
+            self._nodes = OrderedDict((n, v) for n, v in self._nodes.items() if n in live)
             return LazyNodes(names, self._node, self._mode)
         nodes = {}
         for name in names:
@@ -125,8 +131,8 @@ class KeyedDir(DynamicDir):
             if node is None:
                 node = self._make_node(name)
             nodes[name] = node
-        self._nodes = nodes
-        return dict(nodes)
+        self._nodes = OrderedDict(nodes)
+        return nodes
 
 
 class CachedFile(BytesFile):

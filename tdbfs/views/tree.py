@@ -12,6 +12,10 @@ from .render import to_yaml
 from . import array_views
 from .fragment_views import fragment_dir
 
+#: fragment folder nodes kept with what they rendered (about 60 KiB each after a walk): a walk of
+#: 10,000 fragments keeps the last 256; the store keeps as many parsed fragments.
+FRAGMENT_NODES_KEPT = 256
+
 
 def build_root(store: ArrayStore) -> DirNode:
     if getattr(store, "zero_layout", None):  # a TileDB 0.x array or workspace (GenomicsDB)
@@ -59,7 +63,8 @@ def build_root(store: ArrayStore) -> DirNode:
         fragment_names,
         lambda name: fragment_dir(store, listed.get(name) or _fragment_path(store, name)),
         mtime=lambda: _mtime(store, "__fragments"),
-        exists=lambda name: store.fragment_path_of(name) is not None, mode=DirNode.mode)
+        exists=lambda name: store.fragment_path_of(name) is not None, mode=DirNode.mode,
+        keep=FRAGMENT_NODES_KEPT)
     labels_dir = KeyedDir(lambda: [n for n in store.listdir("__labels") if store.isdir(f"__labels/{n}")],
                           lambda name: _label_array(store, name), mtime=lambda: _mtime(store, "__labels"))
     return DynamicDir(children, mtime)
