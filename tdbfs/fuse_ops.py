@@ -361,7 +361,9 @@ class TdbfsOperations(_OperationsBase):
                 self._listings = {k: v for k, v in self._listings.items() if v[1] > now}
                 if len(self._listings) > 20000:
                     self._listings = {}
-                self._next_prune = now + max(10 * self._ttl, 5.0)
+                # every TTL: an expired listing holds its folder's nodes (and what they rendered)
+                # alive, 30 MiB after 10 s of `ls -lR` over fragments
+                self._next_prune = now + max(self._ttl, 1.0)
             self._listings[dpath] = (kids, now + self._ttl)
         return kids
 

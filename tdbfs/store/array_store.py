@@ -118,7 +118,8 @@ class ArrayStore:
 
         def make():
             tile = read_generic_tile(self.read_file(rel), offset, rel, structure, key=self.key)
-            return tile, len(tile.payload) + 512
+            # header, pipeline and per-chunk records: ~1.6 KiB for a one-chunk tile (tracemalloc)
+            return tile, len(tile.payload) + 1024 + 600 * len(tile.chunks)
 
         return self.cache.get_or_make(("gtile", rel, size, offset), make)
 

@@ -477,7 +477,7 @@ def file_map(frag: Fragment, name: str) -> FileMap:
 
     def make():
         m = _build(frag, name, size)
-        return m, 450 * len(m.ranges) + 200  # measured with tracemalloc: ~450 B a range, strings included
+        return m, 350 * len(m.ranges) + 200  # measured with tracemalloc: ~350 B a range, strings included
 
     return frag.store.cache.get_or_make(("byte_map", frag.rel, name, size), make)
 

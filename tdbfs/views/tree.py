@@ -13,8 +13,8 @@ from . import array_views
 from .fragment_views import fragment_dir
 
 #: fragment folder nodes kept with what they rendered (about 60 KiB each after a walk): a walk of
-#: 10,000 fragments keeps the last 256; the store keeps as many parsed fragments.
-FRAGMENT_NODES_KEPT = 256
+#: 10,000 fragments keeps the last 64 (the store keeps 256 parsed fragments, which cost less).
+FRAGMENT_NODES_KEPT = 64
 
 
 def build_root(store: ArrayStore) -> DirNode:
