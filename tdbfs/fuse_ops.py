@@ -622,6 +622,7 @@ def copy_into(buf, data) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _fuse_class():
+    # made on first mount: without libfuse, mfusepy is None and this module must still import
     class _Fuse(mfusepy.FUSE):
         """mfusepy's FUSE with a read callback that copies memoryviews without a bytes copy."""
 
