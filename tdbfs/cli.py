@@ -11,6 +11,7 @@ import posixpath
 import re
 import select
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="verbose log, tracebacks on errors")
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
     p.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--key-fd", type=int, default=None, help=argparse.SUPPRESS)  # the key from the parent
     p.set_defaults(func=cmd_mount)
 
     p = sub.add_parser("umount", aliases=["unmount"], help="unmount a tdbfs mount", formatter_class=fmt,
@@ -271,10 +273,11 @@ def _load_key(key_file: str | None):
         raise CliError(str(exc)) from None
 
 
-def _open_store(array: str, cache_mb: int, key_file: str | None = None):
+def _open_store(array: str, cache_mb: int, key_file: str | None = None, key=None):
     from .store import ArrayStore, NotAnArrayError
 
-    key = _load_key(key_file)
+    if key is None:
+        key = _load_key(key_file)
     try:
         from .store.zero_array import open_zero  # TileDB 0.x arrays and workspaces (GenomicsDB)
         return open_zero(array, cache_mb << 20) or ArrayStore(array, cache_bytes=cache_mb << 20, key=key)
@@ -539,8 +542,11 @@ def cmd_mount(args) -> int:
     mnt = os.path.abspath(args.mountpoint)
     if args.foreground:
         from . import fuse_ops
+        key = _read_key_fd(args.key_fd) if args.key_fd is not None else None
         options = _fuse_options(args)
-        store = _open_store(array, args.cache_mb, args.key_file)
+        if "fsname" not in _option_keys(args.options):
+            options.fsname = fuse_ops.default_fsname(array)
+        store = _open_store(array, args.cache_mb, args.key_file, key=key)
         _check_mountpoint(mnt, array)  # a spawned daemon too: it starts before its parent has checked
         problem = fuse_ops.fuse_problem()
         if problem:
@@ -557,15 +563,37 @@ def cmd_mount(args) -> int:
     except CliError:
         _open_store(array, args.cache_mb, args.key_file)  # an unusable array is reported first, as always
         raise
+    # read here, handed over through a pipe: the daemon's environment and argv, which
+    # stay in /proc for the life of the mount, never hold the key or where it is
+    key = _load_key(args.key_file)
 
     def check():
         from . import fuse_ops
         _fuse_options(args)
         problem = fuse_ops.fuse_problem()
         if problem:
-            _open_store(array, args.cache_mb, args.key_file)
+            _open_store(array, args.cache_mb, key=key)
             raise CliError(f"FUSE is not available: {problem}")
-    return _spawn_daemon(args, array, mnt, check=check)
+    return _spawn_daemon(args, array, mnt, check=check, key=key)
+
+
+def _option_keys(option_strings) -> set:
+    return {item.partition("=")[0].strip() for text in option_strings or () for item in text.split(",")}
+
+
+def _read_key_fd(fd: int):
+    """The key the parent wrote to pipe `fd`; the pipe is closed once read."""
+    from .format.reversers.encryption import BadKeyError, parse_key
+
+    try:
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(4096)
+    except OSError as exc:
+        raise CliError(f"cannot read the key from the parent process: {exc.strerror}") from None
+    try:
+        return parse_key(raw, "the key handed over by 'tdbfs mount'")
+    except BadKeyError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _fuse_options(args):
@@ -615,22 +643,30 @@ def _run_daemon(args, store, mnt: str, options) -> int:
             os.dup2(fd, 2)
             os.close(fd)
 
-    logging.getLogger("tdbfs").info("tdbfs %s: serving %s on %s (cache %d MiB, pid %d)",
-                                    __version__, store.path, mnt, args.cache_mb, os.getpid())
     try:
-        fuse_ops.serve(root, mnt, options, on_init=on_init)
+        perm_mask = fuse_ops.access_mask(store.path)
+    except OSError:
+        perm_mask = 0o500  # cannot tell who else may read the array: only its mounter
+    logging.getLogger("tdbfs").info("tdbfs %s: serving %s on %s (cache %d MiB, pid %d, modes %s)",
+                                    __version__, store.path, mnt, args.cache_mb, os.getpid(), oct(perm_mask))
+    try:
+        signum = fuse_ops.serve(root, mnt, options, on_init=on_init, perm_mask=perm_mask)
     except fuse_ops.MountError as exc:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:
         raise CliError(f"FUSE is not available: {exc}") from None
-    return 0
+    # stopped by a signal: unmounted, so no error; Ctrl-C keeps the shell's 128+SIGINT
+    return 130 if signum == signal.SIGINT else 0
 
 
 def _daemon_env() -> dict:
     """The daemon's environment: glibc's malloc tuning, and this interpreter's module path
     in PYTHONPATH, so the daemon can start with `-S` (no site.py: ~12 ms less start-up,
-    most of it the editable install's import hook) and still import what we import."""
-    env = dict(os.environ)
+    most of it the editable install's import hook) and still import what we import.
+    Without the key variables: the key goes through a pipe (see `_spawn_daemon`)."""
+    from .format.reversers.encryption import ENV_KEY, ENV_KEY_FILE
+
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_KEY, ENV_KEY_FILE)}
     for key, value in MALLOC_ENV.items():
         env.setdefault(key, value)
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -642,10 +678,11 @@ def _daemon_env() -> dict:
     return env
 
 
-def _spawn_daemon(args, array: str, mnt: str, check=None) -> int:
+def _spawn_daemon(args, array: str, mnt: str, check=None, key=None) -> int:
     """Start `tdbfs mount -f` in the background; return once the mount answers.
 
-    `check()`, run once the daemon is started, may raise CliError: the daemon is then stopped."""
+    `check()`, run once the daemon is started, may raise CliError: the daemon is then stopped.
+    `key` (an EncryptionKey) reaches the daemon through a pipe it reads once (--key-fd)."""
     cmd = [sys.executable, "-S", "-m", "tdbfs.cli", "mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
     for opt in args.options:
         cmd += ["-o", opt]
@@ -653,11 +690,25 @@ def _spawn_daemon(args, array: str, mnt: str, check=None) -> int:
         cmd += ["--log", os.path.abspath(args.log)]
     if args.debug:
         cmd.append("--debug")
-    if args.key_file:  # the path only: the key itself never goes into argv
-        cmd += ["--key-file", os.path.abspath(args.key_file)]
+    pass_fds: tuple = ()
+    if key is not None:
+        read_fd, write_fd = os.pipe()
+        try:
+            # the one place the key bytes leave an EncryptionKey on purpose; 32 bytes are
+            # far below a pipe's buffer, so this never waits for the daemon
+            os.write(write_fd, key._key)
+        finally:
+            os.close(write_fd)
+        pass_fds = (read_fd,)
+        cmd += ["--key-fd", str(read_fd)]
     cmd += ["--", array, mnt]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, cwd="/", env=_daemon_env(), close_fds=True)
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True, cwd="/", env=_daemon_env(), close_fds=True,
+                                pass_fds=pass_fds)
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
     if check is not None:
         try:
             check()

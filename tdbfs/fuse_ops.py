@@ -2,10 +2,11 @@
 
 Everything the kernel asks for is answered from the nodes of `tdbfs.views.nodes`:
 
-* ``getattr``  -> mode (write bits cleared), exact ``st_size`` from ``node.size()``,
-  ``st_mtime`` from ``node.mtime()``, the mounting user's uid/gid;
+* ``getattr``  -> mode (write bits cleared, masked by ``perm_mask``), exact ``st_size`` from
+  ``node.size()``, ``st_mtime`` from ``node.mtime()``, the mounting user's uid/gid;
 * ``readdir``  -> names with their ``st_mode`` (so ``find``/``ls`` need no per-entry lookup);
-* ``open``/``read``/``release`` -> a handle table: a path is resolved once per open;
+* ``open``/``read``/``release`` -> a handle table: a path is resolved once per open, and a
+  rendered file that can change is rendered once per open (``node.fresh()``);
 * every write-type operation -> ``EROFS``.
 
 Errors never reach libfuse as Python exceptions: a missing path is ``ENOENT``, a
@@ -25,12 +26,15 @@ import functools
 import itertools
 import logging
 import os
+import signal
 import stat
+import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from .views.nodes import BytesFile, DirNode, FileNode, Node, SymlinkNode, ViewError
+from .views.nodes import DirNode, FileNode, Node, SymlinkNode, ViewError
 
 log = logging.getLogger("tdbfs.fuse")
 
@@ -172,14 +176,22 @@ class FuseOptions:
     * ``nothreads`` (``threads=False``): a single-threaded loop was 1.3-1.9x faster for a
       sequential reader on 2 vCPUs. The store still decodes the next big tile on a background
       thread (`ByteLRU.make_soon`), so decoding overlaps the loop's copies.
-    * ``attr_timeout = entry_timeout = 1 s``: folders such as ``fragments/`` and
-      ``commits/`` change while mounted, and libfuse's high-level API only has one
-      timeout for all nodes; 1 s keeps warm tree walks cached yet shows changes quickly.
+    * ``entry_timeout = 1 s``: folders such as ``fragments/`` and ``commits/`` change while
+      mounted, and libfuse's high-level API only has one timeout for all nodes; 1 s keeps
+      warm tree walks cached yet shows new and vanished names quickly.
       ``negative_timeout = 0``: a fragment that appears is found at once.
+    * ``attr_timeout = 0``: summaries (``array.yaml``, ``fragment.yaml``, commit views) change
+      size when a fragment is committed or a problem is found. With a cached size the kernel
+      clamped a later read to the old length (``cat`` printed ``problems:\n- f``), so every
+      stat asks the daemon, which renders the current size. ``-o attr_timeout=S`` still
+      trades that for fewer round trips.
     * no global ``kernel_cache``: ``open`` sets ``keep_cache`` for immutable files only
       (decoded tiles, raw fragment files), so their page cache survives re-opens
-      (8-10 GB/s re-reads) while summaries such as ``array.yaml`` are re-read.
-    * never ``direct_io`` (sizes from stat are honoured, mmap works) nor ``large_read``.
+      (8-10 GB/s re-reads).
+    * ``direct_io`` only on handles of rendered files that can change: each such open takes
+      one rendering and serves every read and fstat from it, and direct I/O keeps the kernel
+      from serving pages or clamping to a size of another rendering. Immutable files never
+      use it (mmap works, reads are cached). Never ``large_read``.
     """
 
     foreground: bool = True
@@ -187,7 +199,7 @@ class FuseOptions:
     debug: bool = False
     fsname: str = "tdbfs"
     subtype: str = "tdbfs"
-    attr_timeout: float = 1.0
+    attr_timeout: float = 0.0
     entry_timeout: float = 1.0
     negative_timeout: float = 0.0
     max_read: Optional[int] = None
@@ -245,7 +257,7 @@ class FuseOptions:
             "debug": self.debug,
             "ro": True,
             "default_permissions": True,
-            "fsname": self.fsname,
+            "fsname": _escape_option(self.fsname),
             "subtype": self.subtype,
             "attr_timeout": _num(self.attr_timeout),
             "entry_timeout": _num(self.entry_timeout),
@@ -257,12 +269,53 @@ class FuseOptions:
         return kw
 
     def lookup_ttl(self) -> float:
-        """How long the adapter may reuse a folder listing for lookups (never longer than the kernel)."""
-        return min(self.entry_timeout, self.attr_timeout)
+        """How long the adapter may reuse a folder listing for lookups: as long as the kernel
+        keeps the names it found (entry_timeout). Attributes are never taken from the listing,
+        and with attr_timeout 0 a per-stat re-listing would make `ls -l commits/` quadratic."""
+        return self.entry_timeout
 
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _escape_option(value: str) -> str:
+    # libfuse splits -o on commas and takes a backslash as "next character literally"
+    return value.replace("\\", "\\\\").replace(",", "\\,")
+
+
+def default_fsname(array_path: str) -> str:
+    """The mount's source as `mount` and `df` show it: the array's absolute path, or
+    "tdbfs" for a path libfuse or mountinfo cannot carry (control characters)."""
+    path = os.path.abspath(array_path)
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "tdbfs"
+    return path
+
+
+def access_mask(path: str) -> int:
+    """The read/execute bits anyone who can read the array at `path` gets in its view.
+
+    A class (owner, group, others) keeps r-x when it may list the array folder (r) and
+    reach it: x on the folder and on every folder above it. Otherwise it gets nothing,
+    so that `-o allow_other` shows no one more than the array's own permissions do."""
+    real = os.path.realpath(path)
+    mode = os.stat(real).st_mode
+    mask = 0
+    for shift in (6, 3, 0):  # owner, group, others
+        if mode & (0o4 << shift):
+            mask |= 0o5 << shift
+    folder = real
+    while True:
+        st = os.stat(folder)
+        for shift in (6, 3, 0):
+            if not st.st_mode & (0o1 << shift):
+                mask &= ~(0o7 << shift)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return mask
 
 
 # --------------------------------------------------------------------------- adapter
@@ -304,7 +357,7 @@ def _read_only(func):
 
 
 class _Handle:
-    """An open file: its node, and for in-memory files the bytes as of the stat the kernel saw."""
+    """An open file: its node, and for rendered files that can change the one rendering it serves."""
 
     __slots__ = ("node", "data")
 
@@ -319,8 +372,10 @@ class TdbfsOperations(_OperationsBase):
     use_ns = True  # times in integer nanoseconds (mfusepy's non-deprecated mode)
 
     def __init__(self, root: DirNode, options: Optional[FuseOptions] = None,
-                 on_init: Optional[Callable[[], None]] = None):
+                 on_init: Optional[Callable[[], None]] = None, perm_mask: int = 0o555):
+        """`perm_mask`: the read/execute bits every node may have (see `access_mask`)."""
         self.root = root
+        self.perm_mask = perm_mask & 0o555
         self.options = options or FuseOptions()
         self.on_init = on_init
         self.uid = os.getuid()
@@ -399,7 +454,7 @@ class TdbfsOperations(_OperationsBase):
         mtime = node.mtime()
         ns = int(mtime * 1e9) if mtime else self.mount_time_ns
         st = {
-            "st_mode": node.mode if isinstance(node, SymlinkNode) else node.mode & ~_WRITE_BITS,
+            "st_mode": self._mode(node),
             "st_uid": self.uid,
             "st_gid": self.gid,
             "st_nlink": 1,
@@ -419,6 +474,15 @@ class TdbfsOperations(_OperationsBase):
         elif isinstance(node, SymlinkNode):
             st["st_size"] = len(node.target.encode("utf-8", "surrogateescape"))
         return st
+
+    def _mode(self, node: Node) -> int:
+        if isinstance(node, SymlinkNode):
+            return node.mode  # the kernel ignores a symlink's bits
+        mode = node.mode & ~_WRITE_BITS & (self.perm_mask | ~0o777)
+        if isinstance(node, DirNode):
+            # whoever may read the files may also walk to them
+            mode = (mode & ~0o111) | ((mode & 0o444) >> 2)
+        return mode
 
     def _handle(self, fi) -> Optional[_Handle]:
         if fi is None:
@@ -474,7 +538,7 @@ class TdbfsOperations(_OperationsBase):
         kids = self._children(path if path != "" else "/", node, fresh=True)
         # (name, st_mode, 0): libfuse passes the file type to the kernel with each
         # name, so `find` and `ls` do not need a lookup per entry
-        entries = [(".", _DIR_MODE, 0), ("..", _DIR_MODE, 0)]
+        entries = [(".", _DIR_MODE, 0), ("..", _DIR_MODE, 0)]  # only the type bits are used
         modes = getattr(kids, "modes", None)  # a listing that knows its modes without making nodes
         if modes is not None:
             entries.extend((name, mode, 0) for name, mode in modes())
@@ -499,11 +563,10 @@ class TdbfsOperations(_OperationsBase):
             raise FuseOSError(errno.EISDIR)
         if not isinstance(node, FileNode):
             raise FuseOSError(errno.EINVAL)
-        data = None
-        if isinstance(node, BytesFile) and not node.immutable:
-            # a file rendered in memory that may be re-rendered (array.yaml): read
-            # the bytes the last stat measured, so size and content agree
-            data = node.data()
+        fresh = None if node.immutable else getattr(node, "fresh", None)
+        # a rendering that can change (array.yaml): one per open, so that every read and
+        # fstat of this open agree with each other whatever is rendered meanwhile
+        data = fresh() if fresh is not None else None
         fh = next(self._fh_counter)
         self._handles[fh] = _Handle(node, data)
         if isinstance(fi, int):
@@ -511,7 +574,9 @@ class TdbfsOperations(_OperationsBase):
         fi.fh = fh
         # immutable content: the kernel may keep its page cache across opens
         fi.keep_cache = 1 if node.immutable else 0
-        fi.direct_io = 0
+        # ... and a rendering of this open only: no page or size the kernel holds from
+        # another rendering may stand in for it
+        fi.direct_io = 1 if data is not None else 0
         return 0
 
     @_guard
@@ -639,12 +704,18 @@ class MountError(RuntimeError):
     """libfuse could not mount (its own message is on stderr)."""
 
 
+#: signals that stop the daemon: it unmounts and returns instead of libfuse's handlers
+#: ending the loop with an error (which looked like a failed mount)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
-          on_init: Optional[Callable[[], None]] = None) -> None:
+          on_init: Optional[Callable[[], None]] = None, perm_mask: int = 0o555) -> Optional[int]:
     """Mount `root` at `mountpoint` and answer requests until it is unmounted.
 
     Blocks (always in the foreground; backgrounding is the CLI's job). `on_init` runs
-    once the mount is live. Raises MountError if libfuse cannot mount, RuntimeError
+    once the mount is live. Returns the signal (SIGINT, SIGTERM, SIGHUP) that stopped it,
+    or None when it was unmounted. Raises MountError if libfuse cannot mount, RuntimeError
     if FUSE is not usable here.
     """
     problem = fuse_problem()
@@ -652,13 +723,93 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
         raise RuntimeError(problem)
     options = options or FuseOptions()
     options.foreground = True
-    ops = TdbfsOperations(root, options, on_init=on_init)
+    stopper = _SignalStopper(mountpoint) if threading.current_thread() is threading.main_thread() else None
+
+    def started():
+        if stopper is not None:
+            stopper.live.set()
+        if on_init is not None:
+            on_init()
+
+    ops = TdbfsOperations(root, options, on_init=started, perm_mask=perm_mask)
     kwargs = options.fuse_kwargs()
     log.info("mounting on %s with libfuse %s.%s (%s): %s", mountpoint, mfusepy.fuse_version_major,
              mfusepy.fuse_version_minor, getattr(mfusepy, "_libfuse_path", "?"),
              ",".join(k if v is True else f"{k}={v}" for k, v in kwargs.items() if v is not False))
+    if stopper is not None:
+        stopper.start()
     try:
         _fuse_class()(ops, mountpoint, raw_fi=True, **kwargs)
     except RuntimeError:
-        raise MountError(f"libfuse could not mount {mountpoint}") from None
-    log.info("unmounted %s", mountpoint)
+        if stopper is None or stopper.signum is None:
+            raise MountError(f"libfuse could not mount {mountpoint}") from None
+    finally:
+        if stopper is not None:
+            stopper.stop()
+    signum = stopper.signum if stopper is not None else None
+    if signum is not None:
+        log.info("unmounted %s on %s", mountpoint, signal.Signals(signum).name)
+    else:
+        log.info("unmounted %s", mountpoint)
+    return signum
+
+
+class _SignalStopper:
+    """Turns SIGINT/SIGTERM/SIGHUP into a lazy unmount, which ends the FUSE loop normally.
+
+    The signals are blocked before libfuse starts (its threads inherit the mask), so its
+    own handlers never run, and one thread takes them with sigwait."""
+
+    def __init__(self, mountpoint: str):
+        self.mountpoint = mountpoint
+        self.live = threading.Event()      # set once the kernel has answered FUSE_INIT
+        self.signum: Optional[int] = None
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name="tdbfs-signals", daemon=True)
+        self._old_mask = None
+
+    def start(self) -> None:
+        self._old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        self._thread.start()
+
+    def _run(self) -> None:
+        signum = signal.sigwait(STOP_SIGNALS)
+        if self._done:
+            return
+        self.signum = signum
+        log.info("%s received: unmounting %s", signal.Signals(signum).name, self.mountpoint)
+        # a signal during start-up: unmounting before the mount exists would leave it
+        # serving, so wait for it (a mount that fails ends serve(), and this thread with it)
+        while not self.live.wait(0.1):
+            if self._done:
+                return
+        ok, message = lazy_unmount(self.mountpoint)
+        if not ok:
+            log.error("cannot unmount %s: %s", self.mountpoint, message)
+
+    def stop(self) -> None:
+        self._done = True
+        if self._thread.is_alive() and self.signum is None:
+            signal.pthread_kill(self._thread.ident, signal.SIGHUP)  # wake sigwait: nothing to do
+        self._thread.join(timeout=5)
+        if self._old_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._old_mask)
+
+
+def lazy_unmount(mountpoint: str) -> tuple[bool, str]:
+    """Detach `mountpoint` now (fusermount3 -u -z, fusermount -u -z, umount -l): (done, why not)."""
+    message = "no unmount tool found (install fuse3: apt-get install fuse3)"
+    for tool, args in (("fusermount3", ["-u", "-z"]), ("fusermount", ["-u", "-z"]), ("umount", ["-l"])):
+        exe = _which(tool)
+        if not exe:
+            continue
+        try:
+            res = subprocess.run([exe, *args, mountpoint], stdin=subprocess.DEVNULL, capture_output=True,
+                                 text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            message = str(exc)
+            continue
+        if res.returncode == 0:
+            return True, ""
+        message = (res.stderr or res.stdout).strip() or f"{tool} exited with status {res.returncode}"
+    return False, message

@@ -1,6 +1,14 @@
-"""Where the back-compat corpus of real arrays is: $TDBFS_BACKCOMPAT_ARRAYS, or ../shared beside the repo.
+"""Where the back-compat corpus of real TileDB arrays is.
 
-Tests only read it in place (or copy arrays to a temporary folder); never write there.
+The corpus ships with the repository, in tests/data/backcompat_arrays (its INDEX.md describes
+every array; tests/data/SOURCES.md says where each came from and under which licence).
+$TDBFS_BACKCOMPAT_ARRAYS, when set and not empty, points the tests at another copy instead.
+
+Tests that read the corpus carry the `backcompat` marker (registered in pyproject.toml):
+conftest.py skips them, with SKIP_REASON, only where the corpus folder is missing, which in a
+clone of the repository does not happen. Helpers that read the corpus call `require()` too.
+
+Tests only read the corpus in place (or copy arrays to a temporary folder); never write there.
 """
 
 from __future__ import annotations
@@ -11,15 +19,37 @@ from pathlib import Path
 import pytest
 
 _REPO = Path(__file__).resolve().parent.parent
-BACKCOMPAT = os.environ.get("TDBFS_BACKCOMPAT_ARRAYS") or str(_REPO.parent / "shared" / "backcompat_arrays")
+#: The copy of the corpus that is part of the repository.
+IN_REPO = str(_REPO / "tests" / "data" / "backcompat_arrays")
+BACKCOMPAT = os.environ.get("TDBFS_BACKCOMPAT_ARRAYS") or IN_REPO
 AVAILABLE = os.path.isdir(BACKCOMPAT)
-SKIP_REASON = (f"back-compat corpus not found at {BACKCOMPAT} "
-               "(set TDBFS_BACKCOMPAT_ARRAYS to the shared/backcompat_arrays folder)")
+if BACKCOMPAT == IN_REPO:
+    SKIP_REASON = (f"back-compat corpus missing from the checkout: {BACKCOMPAT} "
+                   "(it is part of the repository; restore tests/data/backcompat_arrays)")
+else:
+    SKIP_REASON = (f"back-compat corpus not found at {BACKCOMPAT} "
+                   "($TDBFS_BACKCOMPAT_ARRAYS; unset it to use tests/data/backcompat_arrays)")
 
 
 def require() -> None:
+    """Skip the calling test, saying why, if the corpus folder is missing."""
     if not AVAILABLE:
         pytest.skip(SKIP_REASON)
+
+
+def path(*parts: str) -> str:
+    """A path inside the corpus (skipping the calling test if the corpus is missing)."""
+    require()
+    return os.path.join(BACKCOMPAT, *parts)
+
+
+def array(folder: str) -> str:
+    """The array of one corpus folder (e.g. "v02"), skipping the calling test if the corpus is missing."""
+    require()
+    found = dict(arrays())
+    if folder not in found:
+        raise LookupError(f"no array in folder {folder!r} of the back-compat corpus at {BACKCOMPAT}")
+    return found[folder]
 
 #: Folders whose array TileDB itself refuses: the reason tdbfs must report for each.
 REFUSED = {

@@ -1,9 +1,11 @@
 """Every array of the back-compat corpus (formats 1-22, see its INDEX.md), decoded and compared with TileDB.
 
-The corpus is found by tests/corpus.py (`../shared/backcompat_arrays`, or
-$TDBFS_BACKCOMPAT_ARRAYS); where it is absent these tests are skipped with that
-reason (conftest.py). Arrays are copied to a temporary folder first: tdbfs and
-tiledb-py only ever open the copies, nothing is written under `../shared/`.
+The corpus ships with the repository in tests/data/backcompat_arrays (sources and
+licences: tests/data/SOURCES.md); tests/corpus.py finds it ($TDBFS_BACKCOMPAT_ARRAYS
+may point at another copy). The tests that read it are marked `backcompat` and call
+`corpus.require()`, which skips them, saying why, only if the folder is missing.
+Arrays are copied to a temporary folder first: tdbfs and tiledb-py only ever open
+the copies, nothing is written under the corpus folder.
 
 * every fragment: fragment.yaml / footer.yaml / rtree against tiledb-py's fragment
   info (format version, cell count, non-empty domain, MBRs), no problem reported;
@@ -191,6 +193,7 @@ def _fragment_folders() -> list[str]:
 # every fragment's metadata against tiledb-py
 # ---------------------------------------------------------------------------
 
+@pytest.mark.backcompat
 @pytest.mark.parametrize("folder", _fragment_folders())
 def test_fragment_metadata_matches_tiledb(folder, copies):
     corpus.require()
@@ -243,6 +246,7 @@ def test_fragment_metadata_matches_tiledb(folder, copies):
 # every tile of every field against tiledb-py
 # ---------------------------------------------------------------------------
 
+@pytest.mark.backcompat
 @pytest.mark.parametrize("folder,frag_name,kind,stem", _field_cases())
 def test_field_tiles_match_tiledb(folder, frag_name, kind, stem, copies):
     corpus.require()
@@ -325,6 +329,7 @@ def _walk(root) -> tuple[int, dict]:
     return count, failed
 
 
+@pytest.mark.backcompat
 @pytest.mark.parametrize("folder", [f for f, _ in corpus.arrays()] or ["corpus-absent"])
 def test_every_file_of_the_tree_reads(folder, copies):
     """Every file reads and no problem is reported; the two arrays TileDB refuses fail only
@@ -344,6 +349,7 @@ def test_every_file_of_the_tree_reads(folder, copies):
     assert problems == [], problems
 
 
+@pytest.mark.backcompat
 @pytest.mark.parametrize("folder", sorted(corpus.REFUSED))
 def test_refused_arrays_say_which_version_and_why(folder, copies):
     """TileDB refuses these two; tdbfs shows the tree, names the version found and why it stops."""
@@ -379,6 +385,7 @@ def test_refused_arrays_say_which_version_and_why(folder, copies):
         assert _read(root, f"{base}/raw/{f}") == (on_disk / f).read_bytes()
 
 
+@pytest.mark.backcompat
 def test_pre_format_header_recognised_only_where_it_fits():
     """§2.1: the TileDB <= 1.3 header is 30 bytes followed by one blob that ends the file."""
     corpus.require()
@@ -396,6 +403,7 @@ def test_pre_format_header_recognised_only_where_it_fits():
 # schemas and array metadata of every version
 # ---------------------------------------------------------------------------
 
+@pytest.mark.backcompat
 @pytest.mark.parametrize("folder", [f for f, _ in _accepted()] or ["corpus-absent"])
 def test_schema_and_metadata_match_tiledb(folder, copies):
     corpus.require()
@@ -441,6 +449,7 @@ def _cells_by_coords(root, frag: str) -> dict:
     return dict(zip(zip(*cols), a))
 
 
+@pytest.mark.backcompat
 def test_index_expected_values_of_formats_1_and_2(copies):
     """INDEX.md: v1 a = 1..4 at (1,10)..(4,10), zipped __coords; v2 (1,1)=1, (2,3)=3, (2,4)=2, unzipped."""
     corpus.require()
@@ -462,6 +471,7 @@ def test_index_expected_values_of_formats_1_and_2(copies):
     assert footer["file_sizes"] == [32, 106] and "footer_length" not in footer
 
 
+@pytest.mark.backcompat
 def test_index_zero_var_chunks_and_schema_only_arrays(copies):
     """INDEX.md: v10 holds one cell with an empty string dimension (a var tile of 0 chunks); v4 and
     v11 are schema (and metadata) only."""
@@ -483,6 +493,7 @@ def test_index_zero_var_chunks_and_schema_only_arrays(copies):
 # a legacy array through a real mount
 # ---------------------------------------------------------------------------
 
+@pytest.mark.backcompat
 def test_legacy_array_through_the_mount(copies, mount, tmp_path):
     corpus.require()
     path = corpus.copy_array(str(copies["v01"]), tmp_path)   # a copy of our own: mounted, never written
@@ -542,6 +553,7 @@ def _patched_fragment(tmp_path, src: Path, old_v: int, new_v: int, extra_gtile: 
     return dst
 
 
+@pytest.mark.backcompat
 def test_format_12_fragment_level_statistics(tmp_path):
     """§5.3/§5.5, §6.2: format 12 added the fragment min/max/sum/null-count generic tile; 13 only
     changed DICTIONARY on ASCII strings, which the v13 sample does not use, so its fragment
@@ -565,6 +577,7 @@ def test_format_12_fragment_level_statistics(tmp_path):
         assert A.query(attrs=[name])[:][name].sum() == counts.sum()
 
 
+@pytest.mark.backcompat
 def test_format_16_processed_conditions(tmp_path):
     """§5.3-§5.5: format 16 appended a processed-conditions generic tile (`u64 n, n x {u64 len,
     bytes}`) whose offset is the footer's last field. Built on the v15 sample (same layout

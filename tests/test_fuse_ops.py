@@ -7,10 +7,13 @@ import errno
 import hashlib
 import logging
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 import time
 from types import SimpleNamespace
 
@@ -165,6 +168,20 @@ def make_toy_root(backing_dir: str | None = None, many: int = 0, big: int = 3 <<
     return StaticDir(lambda: children, mtime=MTIME)
 
 
+def make_changing_root(backing_dir: str, many: int = 0) -> DirNode:
+    """/summary.yaml: a rendered, not immutable file whose content is `backing_dir`/summary,
+    re-rendered at every stat as the views do for fragment.yaml (its size is always current)."""
+    source = os.path.join(backing_dir, "summary")
+
+    class Summary(BytesFile):
+        def size(self):
+            self._data = None
+            return super().size()
+
+    summary = Summary(lambda: open(source, "rb").read(), immutable=False)
+    return StaticDir(lambda: {"summary.yaml": summary}, mtime=MTIME)
+
+
 # =========================================================================== unit tests
 
 @pytest.fixture
@@ -310,15 +327,125 @@ def test_read_uses_the_handle_not_the_path(ops):
     assert ops.read("/dyn/a.txt", 10, 0, f) == b"A\n"
 
 
-def test_mutable_file_reads_the_snapshot_its_stat_measured(ops):
-    size = ops.getattr("/live.yaml")["st_size"]
+class Growing(BytesFile):
+    """A summary that can change (like fragment.yaml): each render is longer, and
+    size() is current (as the views make it), so stat and an old rendering disagree."""
+
+    def __init__(self):
+        self.renders = 0
+
+        def render():
+            self.renders += 1
+            return b"problems:\n" + b"- found %d\n" % self.renders * self.renders
+
+        super().__init__(render, immutable=False)
+
+    def size(self):
+        self._data = None
+        return super().size()
+
+
+def test_mutable_file_open_serves_one_fresh_rendering(ops):
+    node = Growing()
+    ops.root.children()["grow.yaml"] = node
+    for _round in range(3):
+        stat_size = ops.getattr("/grow.yaml")["st_size"]
+        assert stat_size == len(node.data())       # stat without a handle: the current size
+        before = node.renders
+        f = fi()
+        ops.open("/grow.yaml", f)
+        assert f.keep_cache == 0 and f.direct_io == 1  # the kernel neither caches nor clamps it
+        taken = node.renders
+        assert taken == before + 1  # open rendered anew, not the bytes of the last stat
+        fsize = ops.getattr("/grow.yaml", f)["st_size"]
+        ops.getattr("/grow.yaml")  # someone else stats it meanwhile: a longer rendering
+        assert node.renders == taken + 1
+        pieces = [ops.read("/grow.yaml", 7, off, f) for off in range(0, fsize + 14, 7)]
+        data = b"".join(pieces)
+        # every read and fstat of the handle: the one rendering taken at open, whole
+        assert len(data) == fsize == ops.getattr("/grow.yaml", f)["st_size"]
+        assert data == b"problems:\n" + b"- found %d\n" % taken * taken
+        ops.release("/grow.yaml", f)
+
+
+def test_mutable_file_without_fresh_and_immutable_files_are_not_direct_io(ops):
+    f = fi()
+    ops.open("/mutable.bin", f)  # can change, but is not rendered: read through, uncached
+    assert (f.keep_cache, f.direct_io) == (0, 0) and ops._handles[f.fh].data is None
+    f = fi()
+    ops.open("/hello.txt", f)
+    assert (f.keep_cache, f.direct_io) == (1, 0) and ops._handles[f.fh].data is None
+
+
+def test_live_file_stat_and_read_agree(ops):
     f = fi()
     ops.open("/live.yaml", f)
-    assert f.keep_cache == 0  # not immutable: re-read at every open
-    ops.getattr("/live.yaml")  # someone else stats it: it re-renders, longer
+    size = ops.getattr("/live.yaml", f)["st_size"]
+    ops.getattr("/live.yaml")  # re-renders, longer
     data = ops.read("/live.yaml", 4096, 0, f)
-    assert len(data) == size and data.startswith(b"renders: 1\n")
-    assert ops.getattr("/live.yaml", f)["st_size"] == size
+    assert len(data) == size and ops.getattr("/live.yaml", f)["st_size"] == size
+
+
+@pytest.mark.parametrize("mask,file_bits,dir_bits", [
+    (0o555, 0o444, 0o555),
+    (0o550, 0o440, 0o550),
+    (0o500, 0o400, 0o500),
+    (0o554, 0o444, 0o555),  # a folder others may list: its view folders may be walked too
+    (0o511, 0o400, 0o500),  # others may pass but not read: nothing to read in the view either
+])
+def test_perm_mask_applies_to_every_node(tmp_path, mask, file_bits, dir_bits):
+    o = TdbfsOperations(make_toy_root(str(tmp_path)), FuseOptions(), perm_mask=mask)
+    assert o.getattr("/hello.txt")["st_mode"] == stat.S_IFREG | file_bits
+    assert o.getattr("/big.bin")["st_mode"] == stat.S_IFREG | file_bits
+    assert o.getattr("/")["st_mode"] == stat.S_IFDIR | dir_bits
+    assert o.getattr("/sub/deeper")["st_mode"] == stat.S_IFDIR | dir_bits
+    assert o.getattr("/link")["st_mode"] == stat.S_IFLNK | 0o777
+    f = fi()
+    o.open("/hello.txt", f)
+    assert o.getattr("/hello.txt", f)["st_mode"] == stat.S_IFREG | file_bits
+
+
+def test_access_mask():
+    # not under pytest's tmp_path: that one sits in a folder only its owner may walk
+    base = tempfile.mkdtemp(prefix="tdbfs-modes-")
+    try:
+        os.chmod(base, 0o755)
+        if not all(os.stat(p).st_mode & 0o001 for p in _ancestors(base)):
+            pytest.skip("the temporary folder is not reachable by others here")
+        top = os.path.join(base, "top")
+        os.mkdir(top)
+        expected = {0o700: 0o500, 0o750: 0o550, 0o755: 0o555, 0o711: 0o500, 0o744: 0o500}
+        for mode, mask in expected.items():
+            d = os.path.join(top, f"a{mode:o}")
+            os.mkdir(d)
+            os.chmod(d, mode)
+            assert fuse_ops.access_mask(d) == mask, oct(mode)
+        # an ancestor only its owner may walk: group and others get nothing
+        open_one = os.path.join(top, "a755")
+        os.chmod(top, 0o700)
+        assert fuse_ops.access_mask(open_one) == 0o500
+        os.chmod(top, 0o710)
+        assert fuse_ops.access_mask(open_one) == 0o550
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _ancestors(path):
+    path = os.path.realpath(path)
+    while True:
+        yield path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
+
+
+def test_default_fsname_and_escaping(tmp_path):
+    assert fuse_ops.default_fsname("rel/arr") == os.path.abspath("rel/arr")
+    assert fuse_ops.default_fsname("/data/a b,c") == "/data/a b,c"
+    assert fuse_ops.default_fsname("/data/a\nb") == "tdbfs"
+    kw = FuseOptions(fsname="/data/a b,c\\d").fuse_kwargs()
+    assert kw["fsname"] == "/data/a b\\,c\\\\d"
 
 
 def test_big_chunked_reads(ops):
@@ -378,7 +505,8 @@ def test_fuse_options_defaults():
     assert kw["ro"] is True and kw["default_permissions"] is True
     assert kw["fsname"] == "tdbfs" and kw["subtype"] == "tdbfs"
     assert kw["nothreads"] is True and kw["foreground"] is True
-    assert kw["attr_timeout"] == "1" and kw["entry_timeout"] == "1" and kw["negative_timeout"] == "0"
+    # sizes of summaries change: never cached (see FuseOptions); names for 1 s
+    assert kw["attr_timeout"] == "0" and kw["entry_timeout"] == "1" and kw["negative_timeout"] == "0"
     assert not any(k in kw for k in ("large_read", "direct_io", "kernel_cache", "rw"))
 
 
@@ -388,6 +516,7 @@ def test_fuse_options_parse():
     assert kw["allow_other"] is True and kw["attr_timeout"] == "2.5" and kw["nothreads"] is False
     assert kw["fsname"] == "myarr" and kw["max_read"] == 131072 and kw["ro"] is True
     assert o.lookup_ttl() == 1.0
+    assert FuseOptions().lookup_ttl() == 1.0  # attr_timeout 0 does not re-list folders on every stat
     for bad in (["rw"], ["large_read"], ["attr_timeout=soon"], ["entry_timeout=-1"]):
         with pytest.raises(ValueError):
             FuseOptions.parse(bad)
@@ -414,8 +543,9 @@ SERVE = textwrap.dedent("""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     import test_fuse_ops as t
     from tdbfs.fuse_ops import serve, FuseOptions
-    root = t.make_toy_root({backing!r}, many={many})
-    serve(root, {mnt!r}, FuseOptions.parse({opts!r}), on_init=lambda: print("READY", file=sys.stderr, flush=True))
+    root = t.{make}({backing!r}, many={many})
+    serve(root, {mnt!r}, FuseOptions.parse({opts!r}), on_init=lambda: print("READY", file=sys.stderr, flush=True),
+          perm_mask={perm_mask})
 """)
 
 
@@ -435,7 +565,7 @@ def unmount(path: str) -> None:
 
 
 class ToyMount:
-    def __init__(self, tmp_path, many=0, opts=(), libfuse=None):
+    def __init__(self, tmp_path, many=0, opts=(), libfuse=None, make="make_toy_root", perm_mask=0o555):
         self.mnt = str(tmp_path / "mnt")
         self.backing = tmp_path / "backing"
         self.log = tmp_path / "daemon.log"
@@ -446,7 +576,8 @@ class ToyMount:
         env.pop("FUSE_LIBRARY_PATH", None)
         if libfuse:
             env["TDBFS_LIBFUSE"] = str(libfuse)
-        code = SERVE.format(tests=TESTS_DIR, backing=str(self.backing), many=many, mnt=self.mnt, opts=list(opts))
+        code = SERVE.format(tests=TESTS_DIR, backing=str(self.backing), many=many, mnt=self.mnt, opts=list(opts),
+                            make=make, perm_mask=perm_mask)
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"), env=env)
         deadline = time.monotonic() + 15
@@ -705,3 +836,59 @@ def test_zero_timeout_disables_the_listing_cache(tmp_path):
     (tmp_path / "x").write_bytes(b"1")
     assert o.getattr("/dyn/x")["st_size"] == 1
     assert o._listings == {}
+
+
+def test_changing_summary_stat_size_always_matches_the_bytes(tmp_path):
+    """A summary that changes between stat and open (a fragment committed, a problem
+    found): with the kernel's 1 s attribute cache `cat` stopped at the old size
+    ('problems:\\n- f'). Now stat, fstat and the bytes read always agree."""
+    backing = tmp_path / "backing"
+    backing.mkdir()
+    source = backing / "summary"
+    source.write_bytes(b"problems: []\n")
+    m = ToyMount(tmp_path, make="make_changing_root")
+    path = m.path("summary.yaml")
+
+    def version(i):
+        return b"problems:\n" + b"".join(b"- found problem %d\n" % k for k in range(i))
+
+    try:
+        for i in range(1, 12):
+            before = version(i)
+            source.write_bytes(before)
+            assert os.stat(path).st_size == len(before)
+            # it changes between the stat and the open: longer, or shorter every third time
+            after = version(i + 2 if i % 3 else i - 1)
+            source.write_bytes(after)
+            with open(path, "rb") as f:
+                data = f.read()
+                assert os.fstat(f.fileno()).st_size == len(data)
+            assert data == after
+            assert os.stat(path).st_size == len(data)
+            res = run("cat", path)
+            assert res.stdout == after  # cat is cut short by no stale size
+            assert run("stat", "-c", "%s", path, text=True).stdout.strip() == str(len(after))
+        # a reader of an open file keeps its one rendering whatever changes meanwhile (the
+        # kernel asks fstat by path, not by handle: that shows the current size, like stat)
+        source.write_bytes(version(3))
+        with open(path, "rb") as f:
+            head = f.read(5)
+            source.write_bytes(version(9))
+            assert os.fstat(f.fileno()).st_size == len(version(9))
+            rest = f.read()
+            assert head + rest == version(3)
+        assert m.alive()
+    finally:
+        m.close()
+    assert m.proc.returncode == 0, m.log.read_text()
+
+
+def test_mount_modes_follow_perm_mask(tmp_path):
+    m = ToyMount(tmp_path, perm_mask=0o550)
+    try:
+        assert run("stat", "-c", "%a", m.mnt, text=True).stdout.strip() == "550"
+        assert run("stat", "-c", "%a", m.path("hello.txt"), text=True).stdout.strip() == "440"
+        assert run("stat", "-c", "%a", m.path("sub/deeper"), text=True).stdout.strip() == "550"
+        assert run("cat", m.path("hello.txt")).stdout == HELLO  # the mounting user still reads
+    finally:
+        m.close()

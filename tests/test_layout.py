@@ -381,3 +381,286 @@ def test_layout_through_a_mount(sample_array, mount, tmp_path):
     hexdump = (d / "hex" / "footer.txt").read_text()
     data = (frag_dir(path, frag) / META).read_bytes()
     assert all(data[o] == b for o, b in parse_hex(hexdump).items())
+
+
+# -- array-level files: schemas, enumerations, commits, metadata, .meta ---------------------------------
+
+from tdbfs.views.layout_views import array_file_dirs  # noqa: E402
+
+#: the folders the tree shows array-level files in, by the store listing that feeds each
+ARRAY_FILE_LISTS = ("schema_files", "enumeration_files", "commit_files", "metadata_files", "fragment_meta_files")
+TEXT_EXT = {".vac": "vacuum entry", ".ign": "ignore entry"}
+TILE_EXT = (".del", ".upd", ".meta")
+
+
+def _ext(rel: str) -> str:
+    base = os.path.basename(rel)
+    return "." + base.rsplit(".", 1)[1] if "." in base else ""
+
+
+def _is_generic(rel: str) -> bool:
+    return _ext(rel) in TILE_EXT or rel == "__array_schema.tdb" or \
+        (_ext(rel) == "" and rel.startswith(("__schema/", "__meta/")))
+
+
+def _array_files(store, listing: str):
+    files = getattr(store, listing)
+    return files, array_file_dirs(store, files)
+
+
+def _check_generic_tile_rows(rows, data: bytes, rel: str) -> None:
+    """The header fields where §2.1 puts them, read here with struct, and the tile ending the file."""
+    version, persisted, tile_size = struct.unpack_from("<IQQ", data, 0)
+    fps = struct.unpack_from("<I", data, 30)[0]
+    fields = {r["structure"].rsplit(": ", 1)[-1]: r for r in rows if ": header." in r["structure"]}
+    want = {"header.version": (0, 4, version), "header.persisted_size": (4, 12, persisted),
+            "header.tile_size": (12, 20, tile_size), "header.filter_pipeline_size": (30, 34, fps)}
+    for field, (s, e, value) in want.items():
+        r = fields[field]
+        assert (int(r["start"]), int(r["end"])) == (s, e), (rel, r)
+        assert r["detail"] == f"{field.split('.')[1]} = {value}", (rel, r)
+    assert (int(fields["header.datatype"]["start"]), int(fields["header.encryption_type"]["start"])) == (20, 29)
+    if fps:
+        assert (int(fields["header.filter_pipeline"]["start"]), int(fields["header.filter_pipeline"]["end"])) == \
+            (34, 34 + fps)
+    assert 34 + fps + persisted == len(data)
+    nchunks = next(r for r in rows if r["structure"].endswith("payload: nchunks"))
+    assert int(nchunks["start"]) == 34 + fps
+    assert int(nchunks["detail"].split()[0]) == struct.unpack_from("<Q", data, 34 + fps)[0]
+
+
+def _check_array_files(store, path: Path) -> set:
+    """Every array-level file: its map partitions it, names its structures where the bytes are, and
+    its hex dump is its bytes. Returns the kinds of files seen."""
+    seen = set()
+    for listing in ARRAY_FILE_LISTS:
+        files, dirs = _array_files(store, listing)
+        rels = files()
+        assert sorted(dirs["layout"].children()) == sorted(os.path.basename(r) + ".csv" for r in rels)
+        assert sorted(dirs["hex"].children()) == sorted(os.path.basename(r) + ".txt" for r in rels if _is_generic(r))
+        for rel in rels:
+            data = (path / rel).read_bytes()
+            raw = read_node(dirs["layout"], os.path.basename(rel) + ".csv")
+            assert raw.startswith(b"file,start,end,length,structure,detail\n")
+            rows = rows_of(raw)
+            assert all(r["file"] == rel for r in rows)
+            assert_partition(rows, len(data))
+            assert not [r for r in rows if r["structure"] in FLAGGED], (rel, rows)
+            ext = _ext(rel)
+            if _is_generic(rel):
+                seen.add(ext or rel.split("/")[-2] if "/" in rel else rel)
+                _check_generic_tile_rows(rows, data, rel)
+                text = read_node(dirs["hex"], os.path.basename(rel) + ".txt").decode()
+                shown = parse_hex(text)
+                assert sorted(shown) == list(range(len(data))) and bytes(shown[i] for i in shown) == data
+                starts = {int(r["start"]) for r in rows}
+                annotated = [int(a[3:].split("-")[0]) for a in text.splitlines() if a.startswith("# @")]
+                assert sorted(annotated) == sorted(starts)
+            elif ext in TEXT_EXT:
+                seen.add(ext)
+                lines = [line for line in data.decode().split("\n") if line]
+                assert [r["detail"] for r in rows if r["structure"] == TEXT_EXT[ext]] == lines
+                assert {r["structure"] for r in rows} <= {TEXT_EXT[ext], "empty line"}
+            elif ext == ".con":
+                seen.add(ext)
+                _check_con(rows, data)
+            elif ext in (".wrt", ".ok"):
+                seen.add(ext)
+                assert data == b"" and rows == []
+    return seen
+
+
+def _check_con(rows, data: bytes) -> None:
+    """Lines, and after each .del line its u64 size and the generic tile it embeds (§7.3)."""
+    pos = 0
+    by_start = {int(r["start"]): r for r in rows}
+    while pos < len(data):
+        end = data.index(b"\n", pos) + 1
+        line = data[pos:end - 1].decode()
+        assert by_start[pos]["structure"] == "commit entry" and by_start[pos]["detail"].startswith(line)
+        pos = end
+        if line.endswith(".del"):
+            (n,) = struct.unpack_from("<Q", data, pos)
+            assert by_start[pos]["structure"] == "embedded .del size" and by_start[pos]["detail"] == f"{n} bytes"
+            tile = by_start[pos + 8]
+            assert tile["structure"] == "embedded delete condition: header.version"
+            assert tile["detail"] == f"version = {struct.unpack_from('<I', data, pos + 8)[0]}"
+            assert "stored condition" in next(r["detail"] for r in rows if int(r["start"]) > pos + 8
+                                              and r["structure"].endswith("payload: nchunks"))
+            pos += 8 + n
+
+
+@pytest.mark.parametrize("name", ["commits", "consolidated_sparse", "deletes", "enumerations", "metadata",
+                                  "fragment_meta", "schema_evolution"])
+def test_array_file_maps_cover_every_byte(sample_array, name):
+    built = sample_array(name)
+    seen = _check_array_files(ArrayStore(str(built.path)), Path(built.path))
+    expected = {"commits": {".con", ".ign", ".del", ".wrt", "__schema"},
+                "consolidated_sparse": {".vac", ".wrt"}, "deletes": {".del"},
+                "enumerations": {"__enumerations"}, "metadata": {"__meta"}, "fragment_meta": {".meta"}}
+    assert expected.get(name, {"__schema"}) <= seen
+
+
+def test_array_file_maps_of_consolidated_metadata(array_factory):
+    built = array_factory("metadata", consolidate_meta=True)
+    assert {".vac", "__meta"} <= _check_array_files(ArrayStore(str(built.path)), Path(built.path))
+
+
+def test_array_file_listing_decodes_nothing(sample_array, monkeypatch):
+    built = sample_array("commits")
+    store = ArrayStore(str(built.path))
+    calls = []
+    for method in ("read_file", "generic_tile", "pread"):
+        real = getattr(store, method)
+        monkeypatch.setattr(store, method, lambda *a, real=real, method=method: calls.append(method) or real(*a))
+    dirs = array_file_dirs(store, store.commit_files)
+    names = list(dirs["layout"].children()) + list(dirs["hex"].children())
+    assert names and calls == []
+    node = dirs["hex"].child(next(n for n in dirs["hex"].children()))
+    assert node.size() > 0 and "read_file" in calls
+
+
+def test_encrypted_array_files_show_their_aes_parts(array_factory):
+    built = array_factory("encrypted")
+    path = Path(built.path)
+    for key in (None, parse_key(ENCRYPTION_KEY.encode(), "test")):
+        store = ArrayStore(str(built.path), key=key)
+        for listing in ("schema_files", "metadata_files"):
+            files, dirs = _array_files(store, listing)
+            for rel in files():
+                data = (path / rel).read_bytes()
+                rows = rows_of(read_node(dirs["layout"], os.path.basename(rel) + ".csv"))
+                assert_partition(rows, len(data))
+                assert not [r for r in rows if r["structure"] in FLAGGED]
+                _check_generic_tile_rows(rows, data, rel)
+                assert next(r for r in rows if r["structure"].endswith("header.encryption_type"))["detail"] == \
+                    "encryption_type = AES_256_GCM"
+                nchunks = next(r for r in rows if r["structure"].endswith("payload: nchunks"))
+                assert ("not decoded" in nchunks["detail"]) == (key is None)
+                counts = [r for r in rows if r["structure"].endswith("AES-256-GCM part counts")]
+                assert counts
+                for c in counts:
+                    at = int(c["start"])
+                    n_md, n_data = struct.unpack_from("<II", data, at)
+                    assert c["detail"] == f"{n_md} metadata parts, {n_data} data parts"
+                    heads = [r for r in rows if int(r["start"]) > at and r["structure"].endswith(" header")
+                             and "AES-256-GCM" in r["structure"]][:n_md + n_data]
+                    for i, h in enumerate(heads):
+                        s = at + 8 + 36 * i
+                        assert int(h["start"]) == s and int(h["end"]) == s + 36
+                        plain, cipher = struct.unpack_from("<II", data, s)
+                        assert h["detail"] == (f"plain_len {plain}, cipher_len {cipher}, iv {data[s + 8:s + 20].hex()}, "
+                                               f"tag {data[s + 20:s + 36].hex()}")
+                    parts = [r for r in rows if re.search(r"AES-256-GCM (metadata|data) part \d+$", r["structure"])]
+                    assert sum(int(r["length"]) for r in parts) == sum(
+                        struct.unpack_from("<I", data, at + 8 + 36 * i + 4)[0] for i in range(n_md + n_data))
+
+
+def _single(rows_or_map):
+    bad = [r for r in rows_or_map if r.structure in FLAGGED]
+    assert len(bad) == 1, bad
+    return bad[0]
+
+
+def test_damaged_array_files(sample_array, tmp_path):
+    built = sample_array("commits")
+    path = _copy(built, tmp_path)
+    store = ArrayStore(str(path))
+    schema = store.schema_files()[0]
+    dele = next(r for r in store.commit_files() if r.endswith(".del"))
+    ign = next(r for r in store.commit_files() if r.endswith(".ign"))
+    good = {rel: byte_map.array_file_map(ArrayStore(str(built.path)), rel) for rel in (schema, dele, ign)}
+
+    # schema: chunk 0 says it holds far more bytes than the tile has
+    data = bytearray((path / schema).read_bytes())
+    fps = struct.unpack_from("<I", data, 30)[0]
+    chunk = 34 + fps + 8
+    struct.pack_into("<I", data, chunk + 4, 0x7FFFFFFF)
+    (path / schema).write_bytes(bytes(data))
+    # .del: cut inside its payload, so persisted_size overruns the file
+    cut = good[dele].size - 10
+    os.truncate(path / dele, cut)
+    # .ign: a line that is not UTF-8 between two good ones
+    lines = (path / ign).read_bytes().split(b"\n")
+    (path / ign).write_bytes(lines[0] + b"\n\xff\xfe bad\n" + b"\n".join(lines[1:]))
+
+    store = ArrayStore(str(path))
+    m = byte_map.array_file_map(store, schema)
+    bad = _single(m.ranges)
+    assert (bad.start, bad.end) == (chunk, m.size)
+    at = int(re.search(r"at byte (\d+)", bad.detail).group(1))
+    assert chunk <= at < chunk + 12 and "array schema: payload" in bad.detail
+    assert [(r.start, r.end, r.structure) for r in m.ranges if r.end <= chunk] == \
+        [(r.start, r.end, r.structure) for r in good[schema].ranges if r.end <= chunk]
+    assert "not decoded" in m.ranges[8].detail
+
+    m = byte_map.array_file_map(store, dele)
+    bad = _single(m.ranges)
+    # a header that does not decode keeps its fixed fields; the rest of the file is undecodable,
+    # the reason naming persisted_size's offset
+    assert (bad.start, bad.end, m.size) == (34, cut, cut) and "persisted_size" in bad.detail
+    assert "at byte 4" in bad.detail
+    assert [r.structure for r in m.ranges[:7]] == [f"delete condition: header.{f}" for f in (
+        "version", "persisted_size", "tile_size", "datatype", "cell_size", "encryption_type",
+        "filter_pipeline_size")]
+
+    m = byte_map.array_file_map(store, ign)
+    bad = _single(m.ranges)
+    assert (bad.start, bad.end) == (len(lines[0]) + 1, len(lines[0]) + 8)
+    assert f"not valid UTF-8 at byte {len(lines[0]) + 1}" in bad.detail
+    assert len([r for r in m.ranges if r.structure == "ignore entry"]) == len([x for x in lines if x])
+
+    # garbage after a generic tile: unclaimed, the tile itself intact
+    meta = tmp_path / "copy2"
+    shutil.copytree(built.path, meta)
+    with open(meta / schema, "ab") as f:
+        f.write(b"JUNK" * 3)
+    m = byte_map.array_file_map(ArrayStore(str(meta)), schema)
+    last = _single(m.ranges)
+    assert (last.start, last.end, last.structure) == (good[schema].size, good[schema].size + 12, "unclaimed")
+    assert list(m.ranges[:-1]) == list(good[schema].ranges)
+
+    # the views still show every damaged file, byte for byte, with the flagged rows
+    dirs = array_file_dirs(store, lambda: [schema, dele, ign])
+    for rel in (schema, dele):
+        text = read_node(dirs["hex"], os.path.basename(rel) + ".txt").decode()
+        shown = parse_hex(text)
+        assert bytes(shown[i] for i in sorted(shown)) == (path / rel).read_bytes()
+        assert "undecodable" in text
+    assert b",undecodable," in read_node(dirs["layout"], os.path.basename(ign) + ".csv")
+
+
+@pytest.mark.parametrize("folder,path", corpus.arrays() or [("none", "none")])
+def test_corpus_array_file_maps_cover_every_byte(folder, path):
+    corpus.require()
+    store = ArrayStore(path)
+    for listing in ARRAY_FILE_LISTS:
+        for rel in getattr(store, listing)():
+            m = byte_map.array_file_map(store, rel)
+            assert m.size == os.path.getsize(os.path.join(path, rel))
+            assert (m.ranges[0].start if m.ranges else 0) == 0 and (m.ranges[-1].end if m.ranges else 0) == m.size
+            assert all(a.end == b.start for a, b in zip(m.ranges, m.ranges[1:]))
+            if folder in corpus.REFUSED:
+                continue
+            assert not [r for r in m.ranges if r.structure in FLAGGED], (rel, m.ranges[:3])
+            if rel == "__array_schema.tdb" and m.ranges:
+                assert m.ranges[0].structure == "array schema: header.version"
+
+
+def test_array_file_views_follow_a_file_rewritten_while_shown(sample_array, tmp_path):
+    built = sample_array("commits")
+    path = _copy(built, tmp_path)
+    store = ArrayStore(str(path))
+    dirs = array_file_dirs(store, store.commit_files)
+    ign = next(r for r in store.commit_files() if r.endswith(".ign"))
+    name = os.path.basename(ign) + ".csv"
+    node = dirs["layout"].child(name)
+    before = read_node(dirs["layout"], name)
+    assert b",undecodable," not in before
+    st = (path / ign).stat()
+    data = (path / ign).read_bytes()
+    (path / ign).write_bytes(b"\xff" + data[1:])       # same size: only the mtime tells
+    os.utime(path / ign, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    after = rows_of(node.fresh())
+    assert after[0]["structure"] == "undecodable" and after[0]["start"] == "0"
+    assert rows_of(before)[1:] == after[1:]

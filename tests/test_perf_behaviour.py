@@ -241,8 +241,9 @@ def test_listing_fragments_and_commits_makes_no_node(tmp_path):
     assert [e[0] for e in entries] == names and all(stat.S_ISDIR(e[1]) for e in entries)
     assert store.loaded_fragments() == []  # no Fragment made for a listing
     commits = ops.readdir("/commits", 0)[2:]
-    assert sorted(e[0] for e in commits) == [n + ".wrt.yaml" for n in names]
-    assert all(stat.S_ISREG(e[1]) for e in commits)
+    assert sorted(e[0] for e in commits if e[0].endswith(".yaml")) == [n + ".wrt.yaml" for n in names]
+    assert {e[0]: stat.S_ISDIR(e[1]) for e in commits if not e[0].endswith(".yaml")} == {"layout": True, "hex": True}
+    assert all(stat.S_ISREG(e[1]) for e in commits if e[0].endswith(".yaml"))
     # the modes handed out are those of the nodes
     st = ops.getattr(f"/fragments/{names[0]}")
     assert stat.S_ISDIR(st["st_mode"]) and [f.name for f in store.loaded_fragments()] == [names[0]]

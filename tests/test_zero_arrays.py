@@ -492,3 +492,64 @@ def test_cli_cat_and_ls(corpus, capsys):
     path, _ = corpus["arrays"]["dense_gzip"]
     assert main(["cat", path, "array.yaml"]) == 0  # one array of the workspace, on its own
     assert "layout: TileDB 0.x" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["sparse_gzip", "sparse_types", "sparse_rle", "grp/in_group"])
+def test_dimension_tile_records(corpus, name):
+    """dims/<dimension>/tile_K.yaml: like every stem folder, the record of tile K, here the __coords
+    tile it is cut from, with which dimension and where its values sit in each cell."""
+    import yaml
+    path, spec = corpus["arrays"][name]
+    store = open_zero(path)
+    root = build_root(store)
+    for frag_name in committed_fragments(path):
+        frag = store.fragment(frag_name)
+        bk = frag.book_keeping()
+        coords = next(f for f in frag.fields() if f.name == "__coords")
+        base = f"fragments/{frag_name}/dims"
+        ntiles = frag.tile_count()
+        assert ntiles
+        for d, dim in enumerate(spec.dims):
+            names = set(resolve(root, f"{base}/{dim}").children())
+            assert {f"tile_{k}.yaml" for k in range(ntiles)} <= names
+            for k in range(ntiles):
+                rec = yaml.safe_load(read_node(root, f"{base}/{dim}/tile_{k}.yaml"))
+                whole = yaml.safe_load(read_node(root, f"{base}/__coords/tile_{k}.yaml"))
+                assert rec["field"] == dim and rec["stem"] == dim and rec["dimension_index"] == d
+                assert rec["tile"] == k and rec["derived_from"] == f"__coords/tile_{k}.bin"
+                assert rec["streams"] == whole["streams"]
+                data = rec["streams"]["data"]
+                assert data["file"] == f"{frag_name}/__coords.tdb" and "error" not in data
+                if len(bk.tile_offsets[coords.idx]):
+                    assert data["offset"] == int(bk.tile_offsets[coords.idx][k])
+                assert data["unfiltered_size"] == rec["cells"] * len(spec.dims) * spec.coord_dtype.itemsize
+                assert rec["size"] == len(read_node(root, f"{base}/{dim}/tile_{k}.bin"))
+                assert f"at byte {d * spec.coord_dtype.itemsize} of every" in rec["coords_layout"]
+
+
+def test_views_read_files_only_through_the_store(corpus, monkeypatch):
+    """Workspace files, raw files and mtimes come from the store's reads, never a path opened by a view."""
+    import tdbfs.views.zero_views as zv
+    assert not hasattr(zv, "os")
+    ws = open_zero(corpus["ws"])
+    files = zv.workspace_files(ws)
+    calls = []
+    cls = type(files)
+    for method in ("pread", "file_size", "stat"):
+        real = getattr(cls, method)
+        monkeypatch.setattr(cls, method, lambda self, *a, real=real, method=method: calls.append(method) or
+                            real(self, *a))
+    root = build_root(ws)
+    assert read_node(root, "files/callset.json") == b'{"callsets": []}\n'
+    assert {"pread", "file_size"} <= set(calls)
+    calls.clear()
+    resolve(root, "files/callset.json").mtime()
+    assert calls == ["stat"]
+    with pytest.raises(ViewError):
+        zv.StoreFile(files, "no_such_file.json").read(0, 10)
+    path, _ = corpus["arrays"]["sparse_gzip"]
+    frag = committed_fragments(path)[0]
+    calls.clear()
+    assert read_node(build_root(open_zero(path)), f"fragments/{frag}/raw/a1.tdb") == \
+        open(os.path.join(path, frag, "a1.tdb"), "rb").read()
+    assert "pread" in calls

@@ -14,6 +14,7 @@ from .cursor import Cursor
 from .datatypes import Datatype, datatype
 from .names import try_parse_name
 from .schema import decode_value, plain
+from .errors import safety_net
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ def _decode(raw: bytes, dt: Datatype, count: int):
     return value
 
 
+@safety_net("array metadata")
 def parse_array_metadata(payload, file: str, within: str = "generic tile payload") -> list[MetadataRecord]:
     """Every record of one metadata file, in stored order (the writer stores keys sorted)."""
     cur = Cursor(payload, file, "array metadata", within=within)

@@ -18,6 +18,7 @@ import numpy as np
 from .cursor import Cursor
 from .datatypes import Datatype
 from .errors import FormatError
+from .errors import safety_net
 from .schema import decode_value, plain
 
 # ---------------------------------------------------------------------------
@@ -63,6 +64,7 @@ def normalize_vacuum_path(line: str) -> str:
     return line.rstrip("/").rsplit("/", 1)[-1]
 
 
+@safety_net("vacuum file")
 def parse_vacuum_entries(data, file: str) -> list[TextEntry]:
     """Entries of a `.vac` file with their lines and offsets; empty lines are skipped."""
     out = []
@@ -77,6 +79,7 @@ def parse_vacuum_file(data, file: str) -> list[str]:
     return [e.path for e in parse_vacuum_entries(data, file)]
 
 
+@safety_net("ignore file")
 def parse_ignore_entries(data, file: str) -> list[TextEntry]:
     """Entries of a `.ign` file (URIs relative to the array URI); empty lines are skipped."""
     return [TextEntry(text, text.lstrip("/"), pos)
@@ -117,6 +120,7 @@ class ConsolidatedCommits:
         return self.entries[i]
 
 
+@safety_net("consolidated commits")
 def parse_consolidated_commits(data, file: str) -> ConsolidatedCommits:
     """Entries of a `.con` file, with the `.del` files embedded after their lines."""
     data = bytes(data)
@@ -270,6 +274,7 @@ def _parse_node(cur: Cursor, depth: int) -> ConditionNode:
     raise cur.error(f"unknown node type {node_type} (0 expression, 1 value)", offset=start)
 
 
+@safety_net("condition")
 def parse_condition_commit(payload, file: str, is_update: bool | None = None,
                            within: str = "generic tile payload") -> ConditionCommit:
     """Decode a `.del` or `.upd` payload. `is_update` defaults to the file name ending in `.upd`."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from .cursor import Cursor
 from .errors import FormatError
+from .errors import safety_net
 
 STRUCTURE = "consolidated fragment metadata"
 
@@ -47,6 +48,7 @@ class ConsolidatedFooter:
         return iter((self.name, self.footer_offset, self.footer))
 
 
+@safety_net(STRUCTURE)
 def parse_consolidated_fragment_metadata(payload, file: str, *, within: str = STRUCTURE + " payload"
                                          ) -> list[ConsolidatedFooter]:
     """Entries of a `.meta` payload, in stored order, each with its footer's bytes.
@@ -107,6 +109,7 @@ def _name_version(fragment_name: str) -> int | None:
     return None
 
 
+@safety_net(STRUCTURE)
 def consolidated_to_dict(payload, file: str, schemas) -> dict:
     """Plain data for a YAML view of a `.meta` payload: every entry with its decoded footer.
 
@@ -135,7 +138,7 @@ def consolidated_to_dict(payload, file: str, schemas) -> dict:
                 item["notes"] = list(footer.notes)
         except FormatError as exc:
             item["problem"] = exc.as_problem()
-        except (KeyError, LookupError, OSError) as exc:
+        except (KeyError, LookupError, OSError, ValueError) as exc:
             item["problem"] = {"file": file, "structure": STRUCTURE, "offset": e.footer_offset,
                                "message": f"no schema for this footer: {exc}"}
         out_entries.append(item)

@@ -16,6 +16,7 @@ import numpy as np
 from .cursor import Cursor
 from .datatypes import VAR_NUM, Datatype, datatype
 from .schema import decode_value, plain
+from .errors import safety_net
 
 # The newest enumeration layout version (constants::enumerations_version).
 MAX_ENUMERATION_VERSION = 0
@@ -48,6 +49,7 @@ def _value(raw: bytes, dt: Datatype, single):
     return raw if value is None else value
 
 
+@safety_net("enumeration")
 def parse_enumeration(payload, file: str, within: str = "generic tile payload") -> Enumeration:
     """Decode one enumeration file's payload; every length is checked, errors carry payload offsets."""
     cur = Cursor(payload, file, "enumeration", within=within)

@@ -33,3 +33,42 @@ class FormatError(Exception):
         if self.within:
             problem["within"] = self.within
         return problem
+
+
+def safety_net(structure: str, *, file_arg: str = "file", offset_arg: str | None = None,
+               base_arg: str | None = None):
+    """Decorate a public parser so that nothing but FormatError leaves it, whatever the bytes.
+
+    Lengths are checked where they are read; this is the last resort for a check that is
+    missing: the stray exception becomes a FormatError at the structure's start (`offset_arg`,
+    plus `base_arg`, or 0) whose message names the exception, so the fault stays visible.
+    """
+    import functools
+    import inspect
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def guarded(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except FormatError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the point: only FormatError may leave a parser
+                try:
+                    bound = sig.bind(*args, **kwargs)
+                    bound.apply_defaults()
+                    arguments = bound.arguments
+                except TypeError:
+                    raise exc from None   # a caller's mistake, not the bytes'
+                offset = arguments.get(offset_arg, 0) if offset_arg else 0
+                offset += arguments.get(base_arg, 0) if base_arg else 0
+                within = arguments.get("within")
+                named = arguments.get("structure")
+                raise FormatError(str(arguments.get(file_arg, "")), named if isinstance(named, str) else structure,
+                                  offset if type(offset) is int else 0,
+                                  f"undecodable ({type(exc).__name__}: {exc})",
+                                  within if isinstance(within, str) else "") from exc
+        return guarded
+    return wrap

@@ -22,6 +22,7 @@ import numpy as np
 from .cursor import Cursor, TracingCursor
 from .datatypes import DATATYPES, VAR_NUM, Datatype, decode_scalar
 from .errors import FormatError
+from .errors import safety_net
 
 FRAGMENT_METADATA_FILE = "__fragment_metadata.tdb"
 LEGACY_SCHEMA_NAME = "__array_schema.tdb"     # the only schema of formats 1-9
@@ -481,6 +482,7 @@ def _parse_footer_tail(cur: Cursor, version: int, schema, domain_pad: int):
     return out, fields, notes
 
 
+@safety_net("fragment metadata footer", offset_arg="offset", base_arg="base")
 def parse_footer(data, file: str, schema, offset: int, length: int,
                  fragment_name_version: int | None = None, *, base: int = 0, within: str = "",
                  trace: list | None = None) -> Footer:
@@ -514,7 +516,7 @@ def parse_footer(data, file: str, schema, offset: int, length: int,
         name_len = cur.u64("array schema name length")
         if name_len == 0:
             raise cur.error("array schema name length is 0", at)
-        schema_name = cur.string(name_len, "array schema name")
+        schema_name = _schema_name(cur, name_len)
     dense = cur.bool("dense")
     null_ned = cur.bool("null non-empty domain")
     dims = schema.dimensions
@@ -554,6 +556,7 @@ def parse_footer(data, file: str, schema, offset: int, length: int,
                   **tail)
 
 
+@safety_net("fragment metadata footer", offset_arg="offset", base_arg="base")
 def peek_footer_schema_name(data, file: str, offset: int = 0, *, base: int = 0,
                             within: str = "") -> tuple[int, str | None]:
     """(version, array schema name) from the start of a footer, to pick the schema before parsing."""
@@ -566,9 +569,20 @@ def peek_footer_schema_name(data, file: str, offset: int = 0, *, base: int = 0,
     n = cur.u64("array schema name length")
     if n == 0:
         raise cur.error("array schema name length is 0", at)
-    return version, cur.string(n, "array schema name")
+    return version, _schema_name(cur, n)
 
 
+def _schema_name(cur: Cursor, n: int) -> str:
+    """The footer's schema name: a file name in __schema/, which callers open. A NUL or a path
+    separator (damage) would make that open fail with ValueError or leave the folder."""
+    at = cur.pos
+    name = cur.string(n, "array schema name")
+    if "\0" in name or "/" in name or "\\" in name or name in (".", ".."):
+        raise cur.error(f"array schema name {name!r} is not a file name", at)
+    return name
+
+
+@safety_net("fragment metadata footer")
 def read_footer(data, file_size: int, name_version: int | None, schemas,
                 file: str = FRAGMENT_METADATA_FILE) -> Footer:
     """Locate, pick the schema for, and decode the footer of a `__fragment_metadata.tdb`.
@@ -684,6 +698,7 @@ def _mbr_dtype(dims) -> np.dtype:
     return np.dtype([(f"d{j}", d.datatype.dtype, (2,)) for j, d in enumerate(dims)])
 
 
+@safety_net("R-tree")
 def parse_rtree(payload, file: str, schema_dims, version: int, *, within: str = "R-tree") -> RTree:
     """The R-tree generic tile payload (§5.5): root level first, leaves last."""
     dims = tuple(schema_dims)
@@ -754,6 +769,7 @@ def rtree_level_rows(rtree: RTree, level: int) -> list[list]:
     return rows
 
 
+@safety_net("u64 list")
 def parse_u64_list(payload, file: str, structure: str, *, within: str | None = None) -> np.ndarray:
     """`u64 n, u64[n]`: tile offsets, var offsets, var sizes, validity offsets, null counts."""
     cur = Cursor(payload, file, structure, within=structure if within is None else within)
@@ -768,6 +784,7 @@ def _field_label(f: Field) -> str:
     return f"{f.name} (idx {f.idx})"
 
 
+@safety_net("tile mins")
 def parse_tile_min_max(payload, file: str, f: Field, structure: str = "tile mins", *,
                        within: str | None = None):
     """Per-tile min (or max) values of field `f` (§5.5).
@@ -813,6 +830,7 @@ def parse_tile_min_max(payload, file: str, f: Field, structure: str = "tile mins
     return arr
 
 
+@safety_net("tile sums")
 def parse_tile_sums(payload, file: str, f: Field, *, within: str | None = None) -> np.ndarray:
     """Per-tile sums of field `f`: `u64 n, n x 8 bytes` as int64, uint64 or float64 by type (§5.5)."""
     label = f"tile sums of {_field_label(f)}"
@@ -848,6 +866,7 @@ def _summary_value(raw: bytes, f: Field):
     return np.frombuffer(raw, dt.dtype)[0].item()
 
 
+@safety_net("fragment min/max/sum/null count")
 def parse_fragment_min_max_sum_null_count(payload, file: str, fields, *,
                                           within: str = "fragment min/max/sum/null count"
                                           ) -> tuple[FragmentFieldSummary, ...]:
@@ -890,6 +909,7 @@ def fragment_summary_to_dict(summary: tuple[FragmentFieldSummary, ...], fields) 
     return out
 
 
+@safety_net("processed conditions")
 def parse_processed_conditions(payload, file: str, *, within: str = "processed conditions") -> tuple[str, ...]:
     """`u64 n, n x {u64 len, bytes}`: names of the delete/update commits already applied (§5.5)."""
     cur = Cursor(payload, file, "processed conditions", within=within)
@@ -925,6 +945,7 @@ class LegacyFragmentMetadata:
     fields: FieldSpace | None = field(default=None, compare=False, repr=False)
 
 
+@safety_net("legacy fragment metadata")
 def parse_legacy_fragment_metadata(payload, file: str, schema, *,
                                    within: str = "fragment metadata") -> LegacyFragmentMetadata:
     cur = Cursor(payload, file, "legacy fragment metadata", within=within)
@@ -1046,6 +1067,7 @@ def coords_zipped(version: int, coords_filters) -> bool:
     return not any(f.id in _COMPRESSION_FILTER_IDS for f in coords_filters.filters)
 
 
+@safety_net("coordinates tile")
 def split_coords(data, dims, zipped: bool, file: str = "__coords.tdb", structure: str = "coordinates tile",
                  offset: int = 0) -> tuple[np.ndarray, ...]:
     """One decoded `__coords` tile cut into per-dimension coordinate arrays (dimensions share one type).

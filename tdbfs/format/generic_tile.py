@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .cursor import Cursor
 from .datatypes import DATATYPES, datatype_name
 from .errors import FormatError
+from .errors import safety_net
 from .filters import COMPRESSOR_NAMES, FilterPipeline, parse_pipeline, pipeline_to_dict
 from .tile import ChunkRecord, FilterContext, parse_chunk_headers, tile_end, unfilter_tile, CHAR
 from .reversers.common import StageError
@@ -89,6 +90,7 @@ def _refuse_pre_format(data, offset: int, file: str, structure: str) -> None:
                           "such arrays, so it is not decoded")
 
 
+@safety_net("generic tile header", offset_arg="offset")
 def read_generic_tile_header(data, offset: int, file: str, structure: str) -> GenericTileHeader:
     try:
         header = _read_header(data, offset, file, structure)
@@ -119,6 +121,7 @@ def _read_header(data, offset: int, file: str, structure: str) -> GenericTileHea
     return GenericTileHeader(offset, version, persisted, tile_size, dtype, cell_size, encryption, fps, filters)
 
 
+@safety_net("generic tile", offset_arg="offset")
 def read_generic_tile(data, offset: int, file: str, structure: str, key=None) -> GenericTile:
     """Decode the generic tile at `offset` of `data` (the file's bytes) into its payload.
 
@@ -161,6 +164,7 @@ def check_encryption(header: GenericTileHeader, file: str, structure: str, key) 
         raise EncryptedError(file, where, header.offset, NO_KEY_MESSAGE)
 
 
+@safety_net("generic tile", offset_arg="offset")
 def generic_tile_envelope(data, offset: int, file: str, structure: str) -> dict:
     """What an encrypted generic tile shows without its key: header, chunk headers and,
     per chunk, the AES-256-GCM part headers (lengths, IVs, tags), which are not encrypted."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from .errors import FormatError
+from .errors import safety_net
 
 EXTENSIONS = (".wrt", ".ok", ".del", ".upd", ".vac", ".con", ".ign", ".meta", ".tmp")
 U64_MAX = (1 << 64) - 1
@@ -78,6 +79,7 @@ def _last_component(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
+@safety_net("name", file_arg="name")
 def _parse(name: str, structure: str) -> FragmentName:
     base = _last_component(name)
     stem, ext = split_extension(base)

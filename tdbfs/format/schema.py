@@ -26,6 +26,7 @@ from .datatypes import (
     enum_name,
 )
 from .errors import FormatError
+from .errors import safety_net
 from .filters import EMPTY_PIPELINE, FilterPipeline, parse_pipeline, pipeline_to_dict
 
 # Highest format version whose schema layout we know. 23 only changed fragment
@@ -199,9 +200,18 @@ def plain(value):
     return value
 
 
+#: Largest default fill value built for a pre-v6 attribute. The fill is cell_val_num copies of
+#: one value, so a damaged cell_val_num (a u32) would otherwise build gigabytes; no writer
+#: makes fixed cells anywhere near this large (a tile holds `capacity` of them).
+MAX_DEFAULT_FILL = 1 << 24
+
+
 def default_fill_value(dt: Datatype, cell_val_num: int) -> bytes:
     """TileDB's default fill value for a type (used for schemas before v6 that do not store it)."""
     n = 1 if cell_val_num == VAR_NUM else cell_val_num
+    if n * max(dt.size, 1) > MAX_DEFAULT_FILL:
+        raise ValueError(f"cell_val_num {cell_val_num} makes {n * dt.size}-byte cells, more than the "
+                         f"{MAX_DEFAULT_FILL} bytes a default fill value is built for")
     name = dt.name
     if dt.is_float:
         one = np.array([math.nan], dt.dtype).tobytes()
@@ -294,6 +304,7 @@ def _parse_attribute(cur: Cursor, version: int, index: int) -> Attribute:
     name = _name(cur, "attribute name")
     cur.structure = f"attribute {index} ({name!r})"
     dt = _datatype(cur, "attribute datatype")
+    cvn_at = cur.pos
     cell_val_num = cur.u32("attribute cell_val_num")
     filters = parse_pipeline(cur, version)
     if version >= 6:
@@ -301,7 +312,10 @@ def _parse_attribute(cur: Cursor, version: int, index: int) -> Attribute:
         fill = cur.bytes(fill_len, "attribute fill value")
         stored = True
     else:
-        fill = default_fill_value(dt, cell_val_num)
+        try:
+            fill = default_fill_value(dt, cell_val_num)
+        except ValueError as exc:
+            raise cur.error(str(exc), offset=cvn_at) from None
         stored = False
     nullable = fill_validity = False
     if version >= 7:
@@ -366,6 +380,7 @@ def _parse_current_domain(cur: Cursor, dims: tuple[Dimension, ...]) -> CurrentDo
     return CurrentDomain(cd_version, False, cd_type, tuple(ranges), tuple(raws))
 
 
+@safety_net("array schema")
 def parse_schema(payload, file: str, within: str = PAYLOAD) -> ArraySchema:
     """Decode an array schema (§4) from the unfiltered payload of its generic tile.
 

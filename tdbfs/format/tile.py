@@ -14,6 +14,7 @@ import numpy as np
 from .cursor import Cursor
 from .datatypes import Datatype, DATATYPES
 from .errors import FormatError
+from .errors import safety_net
 from .filters import FilterPipeline
 from . import filter_reversal
 
@@ -76,6 +77,7 @@ UINT64 = DATATYPES[10]
 CHAR = DATATYPES[4]
 
 
+@safety_net("tile", offset_arg="offset")
 def parse_chunk_headers(data, file: str, offset: int, structure: str = "tile", base: int = 0,
                         out: list | None = None) -> list[ChunkHeader]:
     """Chunk headers of the tile starting at `offset` in `data`; lengths checked against `data`.
@@ -106,6 +108,7 @@ def tile_end(headers: list[ChunkHeader], offset: int) -> int:
     return headers[-1].end if headers else offset + 8
 
 
+@safety_net("tile", offset_arg="offset")
 def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: FilterContext,
                   structure: str = "tile", expected_size: int | None = None,
                   headers: list[ChunkHeader] | None = None, base: int = 0) -> DecodedTile:

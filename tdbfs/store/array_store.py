@@ -10,13 +10,15 @@ The array is only ever opened for reading.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections import OrderedDict
 
 from ..format.generic_tile import GenericTile, read_generic_tile
 from .cache import ByteLRU
-from .problems import ProblemLog
+from .local_files import LocalFiles
+from .problems import WARNING, ProblemLog, problem
 
 SCHEMA_DIR = "__schema"
 ENUMERATIONS_DIR = "__schema/__enumerations"
@@ -42,68 +44,80 @@ class NotAnArrayError(Exception):
 class ArrayStore:
     def __init__(self, path: str, cache_bytes: int = 512 << 20, key=None):
         path = os.path.abspath(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"array not found: {path}")
-        if not os.path.isdir(path):
+        files = LocalFiles(path)
+        try:
+            st = os.stat(path)  # the path the user named may itself be a symlink: that one is followed
+        except FileNotFoundError:
+            raise FileNotFoundError(f"array not found: {path}") from None
+        if not stat.S_ISDIR(st.st_mode):
             raise NotAnArrayError(f"not a TileDB array (not a directory): {path}")
-        if not (os.path.isdir(os.path.join(path, SCHEMA_DIR)) or os.path.isfile(os.path.join(path, LEGACY_SCHEMA))):
-            if os.path.exists(os.path.join(path, "__tiledb_group.tdb")) or os.path.isdir(os.path.join(path, "__group")):
+        if not (files.is_dir(SCHEMA_DIR) or files.is_file(LEGACY_SCHEMA)):
+            if files.entry("__tiledb_group.tdb") is not None or files.is_dir("__group"):
                 raise NotAnArrayError(f"not a TileDB array: {path} is a TileDB group")
             raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {path}")
         self.path = path
+        self.files = files
         self.cache = ByteLRU(cache_bytes)
         self.problems = ProblemLog()
         self._lock = threading.RLock()
-        self._parsed: dict = {}          # (kind, relpath, size) -> parsed object; files never change
+        self._parsed: dict = {}          # (kind, relpath, size, mtime) -> parsed object
         self._init_fragment_cache()
         self._commit_derived: dict = {}  # kind -> (commits_state, value), see _per_commits_state
         self.key = key                   # EncryptionKey of an AES-256-GCM array, or None (never shown)
 
-    # -- files ---------------------------------------------------------------
+    # -- files: every access goes through LocalFiles (no symlink followed, regular files only) ---
     def abspath(self, rel: str) -> str:
         return os.path.join(self.path, rel)
 
     def listdir(self, rel: str = "") -> list[str]:
-        try:
-            return sorted(os.listdir(self.abspath(rel)))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+        """Every name in the folder `rel` (whatever kind of entry), sorted; [] when there is no such folder."""
+        return self.files.names(rel)
+
+    def entries(self, rel: str = ""):
+        """Every entry of the folder `rel` as lstat sees it (local_files.Entry), sorted by name."""
+        return self.files.entries(rel)
+
+    def entry(self, rel: str):
+        return self.files.entry(rel)
 
     def isdir(self, rel: str) -> bool:
-        return os.path.isdir(self.abspath(rel))
+        """A real folder (a symlink to one is not)."""
+        return self.files.is_dir(rel)
+
+    def isfile(self, rel: str) -> bool:
+        """A regular file (a symlink to one is not)."""
+        return self.files.is_file(rel)
 
     def stat(self, rel: str) -> os.stat_result:
-        return os.stat(self.abspath(rel))
+        return self.files.lstat(rel)
 
     def file_size(self, rel: str) -> int:
-        return os.stat(self.abspath(rel)).st_size
+        return self.files.file_size(rel)
 
     def pread(self, rel: str, offset: int, size: int) -> bytes:
-        fd = os.open(self.abspath(rel), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            return os.pread(fd, size, offset)
-        finally:
-            os.close(fd)
+        """At most `size` bytes from `offset`: fewer where the file ends (fstat's size bounds every read)."""
+        return self.files.pread(rel, offset, size)
+
+    def _version_of(self, rel: str) -> tuple[int, int]:
+        """(size, mtime_ns) of a regular file: what caches of its contents are keyed on, so a file that
+        changes (a fragment still being written, a file damaged while mounted) is read again."""
+        st = self.files.regular_stat(rel)
+        return st.st_size, st.st_mtime_ns
 
     def read_file(self, rel: str) -> bytes:
-        """A whole file, cached under its absolute path (files of an array are written once; the
-        arrays of a workspace share one cache)."""
-        size = self.file_size(rel)
+        """A whole file, cached under its absolute path, size and mtime (the arrays of a workspace share one
+        cache)."""
+        version = self._version_of(rel)
 
         def make():
-            with open(self.abspath(rel), "rb") as f:
-                data = f.read()
+            data, _ = self.files.read(rel)
             return data, len(data)
 
-        return self.cache.get_or_make(("file", self.abspath(rel), size), make)
+        return self.cache.get_or_make(("file", self.abspath(rel), version), make)
 
     def parsed(self, kind: str, rel: str, parse):
-        """`parse(bytes)` of a file, computed once per (kind, file, size)."""
-        try:
-            size = self.file_size(rel)
-        except FileNotFoundError:
-            raise
-        key = (kind, rel, size)
+        """`parse(bytes)` of a file, computed once per (kind, file, size, mtime)."""
+        key = (kind, rel, self._version_of(rel))
         with self._lock:
             if key in self._parsed:
                 return self._parsed[key]
@@ -112,16 +126,25 @@ class ArrayStore:
             self._parsed[key] = value
         return value
 
-    def generic_tile(self, rel: str, offset: int, structure: str) -> GenericTile:
-        """The generic tile at `offset` of a file, decoded once and kept in the bounded cache."""
-        size = self.file_size(rel)
+    def generic_tile(self, rel: str, offset: int, structure: str, problems: ProblemLog | None = None) -> GenericTile:
+        """The generic tile at `offset` of a file, decoded once and kept in the bounded cache. Checksums that
+        fail are recorded in `problems` (default: the array's), the tile is still returned."""
+        version = self._version_of(rel)
 
         def make():
             tile = read_generic_tile(self.read_file(rel), offset, rel, structure, key=self.key)
             # header, pipeline and per-chunk records: ~1.6 KiB for a one-chunk tile (tracemalloc)
             return tile, len(tile.payload) + 1024 + 600 * len(tile.chunks)
 
-        return self.cache.get_or_make(("gtile", rel, size, offset), make)
+        tile = self.cache.get_or_make(("gtile", rel, version, offset), make)
+        log = problems if problems is not None else self.problems
+        for failure in tile.checksum_failures:
+            log.add(problem(rel, f"{structure} generic tile", tile.header.payload_offset, failure))
+        return tile
+
+    def attempt(self, fn, file: str, structure: str):
+        """fn(), or None with its failure recorded among the array's problems."""
+        return self.problems.attempt(fn, file, structure)
 
     def encryption_type(self, rel: str | None = None) -> int:
         """encryption_type of the generic tile header of `rel` (default: the latest schema); 0 if unreadable.
@@ -140,23 +163,18 @@ class ArrayStore:
     # -- schemas -------------------------------------------------------------
     def schema_files(self) -> list[str]:
         """Relative paths of every schema file: the legacy one first, then __schema/ by name."""
-        out = []
-        if os.path.isfile(self.abspath(LEGACY_SCHEMA)):
-            out.append(LEGACY_SCHEMA)
-        for name in self.listdir(SCHEMA_DIR):
-            rel = f"{SCHEMA_DIR}/{name}"
-            if os.path.isfile(self.abspath(rel)):
-                out.append(rel)
+        out = [LEGACY_SCHEMA] if self.isfile(LEGACY_SCHEMA) else []
+        out += [f"{SCHEMA_DIR}/{n}" for n in self._regular_files(SCHEMA_DIR)]
         return out
+
+    def _regular_files(self, rel: str) -> list[str]:
+        """Names of the regular files in the folder `rel` (anything else there is a finding, never read)."""
+        return [e.name for e in self.entries(rel) if e.is_file]
 
     def schema(self, rel: str):
         from ..format.schema import parse_schema
-
-        def parse(data):
-            tile = read_generic_tile(data, 0, rel, "array schema", key=self.key)
-            return parse_schema(tile.payload, rel)
-
-        return self.parsed("schema", rel, parse)
+        return self.parsed("schema", rel, lambda data: parse_schema(self.generic_tile(rel, 0, "array schema").payload,
+                                                                   rel))
 
     def schema_by_name(self, name: str):
         """The schema a fragment footer names (v>=10), or the legacy schema for ''."""
@@ -172,16 +190,64 @@ class ArrayStore:
         return files[0] if files else None
 
     def enumeration_files(self) -> list[str]:
-        return [f"{ENUMERATIONS_DIR}/{n}" for n in self.listdir(ENUMERATIONS_DIR)
-                if os.path.isfile(self.abspath(f"{ENUMERATIONS_DIR}/{n}"))]
+        return [f"{ENUMERATIONS_DIR}/{n}" for n in self._regular_files(ENUMERATIONS_DIR)]
 
     def enumeration(self, rel: str):
         from ..format.enumeration import parse_enumeration
+        return self.parsed("enumeration", rel,
+                           lambda data: parse_enumeration(self.generic_tile(rel, 0, "enumeration").payload, rel))
 
-        def parse(data):
-            return parse_enumeration(read_generic_tile(data, 0, rel, "enumeration", key=self.key).payload, rel)
+    # -- every other array-level file: one parse each, the same for views and `check` --------
+    def array_metadata(self, rel: str):
+        from ..format.array_metadata import parse_array_metadata
+        return self.parsed("array metadata", rel, lambda data: parse_array_metadata(
+            self.generic_tile(rel, 0, "array metadata").payload, rel))
 
-        return self.parsed("enumeration", rel, parse)
+    def vacuum_file(self, rel: str) -> list:
+        from ..format.commits import parse_vacuum_file
+        return self.parsed("vac", rel, lambda data: list(parse_vacuum_file(data, rel)))
+
+    def ignore_file(self, rel: str) -> list:
+        from ..format.commits import parse_ignore_file
+        return self.parsed("ign", rel, lambda data: list(parse_ignore_file(data, rel)))
+
+    def consolidated_commits(self, rel: str):
+        from ..format.commits import parse_consolidated_commits
+        return self.parsed("con", rel, lambda data: parse_consolidated_commits(data, rel))
+
+    def condition(self, rel: str):
+        """A delete (.del) or update (.upd) commit's condition."""
+        from ..format import commits
+        if rel.endswith(".del"):
+            return self.parsed("del", rel, lambda data: commits.parse_delete_condition(
+                self.generic_tile(rel, 0, "delete condition").payload, rel))
+        return self.parsed("upd", rel, lambda data: commits.parse_update_condition(
+            self.generic_tile(rel, 0, "update condition").payload, rel))
+
+    def consolidated_fragment_metadata(self, rel: str):
+        """The entries of a `__fragment_meta` file; each footer is compared with the fragment's own, and a
+        difference (or a fragment that is not there) is recorded among the array's problems."""
+        from ..format.consolidated_fragment_metadata import STRUCTURE, parse_consolidated_fragment_metadata
+        tile = self.generic_tile(rel, 0, STRUCTURE)
+        entries = self.parsed("cfm", rel, lambda data: parse_consolidated_fragment_metadata(
+            tile.payload, rel, within=STRUCTURE + " payload"))
+        live = {os.path.basename(p): p for p in self.fragment_paths()}
+        for entry in entries:
+            frag_rel = live.get(entry.fragment_name)
+            if frag_rel is None:
+                self.problems.add(problem(rel, "consolidated fragment metadata", entry.entry_offset,
+                                          f"names fragment {entry.fragment_name}, which is not in the array",
+                                          WARNING, within="consolidated fragment metadata payload"))
+                continue
+            own = self.fragment(frag_rel).own_footer_bytes()
+            if own is not None and own != bytes(entry.footer):
+                at = next((i for i, (a, b) in enumerate(zip(own, entry.footer)) if a != b),
+                          min(len(own), len(entry.footer)))
+                self.problems.add(problem(rel, "consolidated fragment metadata", entry.footer_offset + at,
+                                          f"footer of {entry.fragment_name} differs from the fragment's own footer "
+                                          f"(first at footer byte {at}; {len(entry.footer)} vs {len(own)} bytes)",
+                                          within="consolidated fragment metadata payload"))
+        return entries
 
     # -- fragments -----------------------------------------------------------
     def fragment_paths(self) -> list[str]:
@@ -194,11 +260,7 @@ class ArrayStore:
         return out
 
     def _subdirs(self, rel: str) -> list[str]:
-        try:
-            with os.scandir(self.abspath(rel)) as it:
-                return sorted(e.name for e in it if e.is_dir())
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+        return self.files.subdirs(rel)
 
     def fragment_path_of(self, name: str) -> str | None:
         """The relative path `fragment_paths` lists for the fragment folder `name`, or None; without
@@ -215,6 +277,7 @@ class ArrayStore:
         self._fragments: OrderedDict = OrderedDict()  # fragment relpath -> Fragment, least recent first
         # fragment relpath -> its ProblemLog, which outlives a dropped Fragment: what was found stays shown
         self._problem_logs: dict = {}
+        self._findings: dict = {}   # fragment relpath -> ((signature, commits state), its listing findings)
 
     def fragment(self, rel: str):
         with self._lock:
@@ -241,6 +304,8 @@ class ArrayStore:
                 del self._fragments[gone]
             for gone in set(self._problem_logs) - live:
                 del self._problem_logs[gone]
+            for gone in set(self._findings) - live:
+                del self._findings[gone]
         return [self.fragment(p) for p in paths]
 
     def loaded_fragments(self) -> list:
@@ -249,17 +314,17 @@ class ArrayStore:
 
     # -- commits, metadata, consolidated fragment metadata ---------------------
     def commit_files(self) -> list[str]:
-        out = [f"{COMMITS_DIR}/{n}" for n in self.listdir(COMMITS_DIR)]
+        out = [f"{COMMITS_DIR}/{n}" for n in self._regular_files(COMMITS_DIR)]
         # Before format 12 commit markers and vacuum files lived at the root.
-        out += [n for n in self.listdir("") if n.endswith((".ok", ".vac")) and not self.isdir(n)]
+        out += [n for n in self._regular_files("") if n.endswith((".ok", ".vac"))]
         return out
 
     def metadata_files(self) -> list[str]:
-        return [f"{META_DIR}/{n}" for n in self.listdir(META_DIR) if not self.isdir(f"{META_DIR}/{n}")]
+        return [f"{META_DIR}/{n}" for n in self._regular_files(META_DIR)]
 
     def fragment_meta_files(self) -> list[str]:
-        out = [f"{FRAGMENT_META_DIR}/{n}" for n in self.listdir(FRAGMENT_META_DIR)]
-        out += [n for n in self.listdir("") if n.endswith(".meta") and not self.isdir(n)]
+        out = [f"{FRAGMENT_META_DIR}/{n}" for n in self._regular_files(FRAGMENT_META_DIR)]
+        out += [n for n in self._regular_files("") if n.endswith(".meta")]
         return out
 
     def commits_state(self):
@@ -270,7 +335,7 @@ class ArrayStore:
         now = time.time_ns()
         for rel in (COMMITS_DIR, ""):
             try:
-                stamp = os.stat(self.abspath(rel)).st_mtime_ns
+                stamp = self.files.lstat(rel).st_mtime_ns
             except OSError:
                 stamp = None
             if stamp is not None and now - stamp < 1_000_000_000:
@@ -305,8 +370,7 @@ class ArrayStore:
                 out[base.rsplit(".", 1)[0]] = rel
             elif base.endswith(".con"):
                 try:
-                    from ..format.commits import parse_consolidated_commits
-                    con = self.parsed("con", rel, lambda d: parse_consolidated_commits(d, rel))
+                    con = self.consolidated_commits(rel)
                     for entry in con.entries:
                         p = entry.path.rsplit("/", 1)[-1]
                         if p.endswith(".wrt"):
@@ -315,7 +379,7 @@ class ArrayStore:
                     self.problems.add_error(exc, rel, "consolidated commits")
         # Formats 1-4 had no marker: a root fragment folder with its metadata file counts as committed.
         for n in self.listdir(""):
-            if n not in out and _legacy_unmarked(n) and os.path.isfile(self.abspath(f"{n}/{FRAGMENT_METADATA_FILE}")):
+            if n not in out and _legacy_unmarked(n) and self.isfile(f"{n}/{FRAGMENT_METADATA_FILE}"):
                 out[n] = f"{n}/{FRAGMENT_METADATA_FILE}"
         return out
 
@@ -324,19 +388,61 @@ class ArrayStore:
         return self._per_commits_state("vacuum", self._vacuum_lists)
 
     def _vacuum_lists(self) -> dict[str, str]:
-        from ..format.commits import parse_vacuum_file
         out = {}
         for rel in self.commit_files():
             if not rel.endswith(".vac"):
                 continue
             try:
-                entries = self.parsed("vac", rel, lambda d: list(parse_vacuum_file(d, rel)))
+                entries = self.vacuum_file(rel)
             except Exception as exc:
                 self.problems.add_error(exc, rel, "vacuum file")
                 continue
             for entry in entries:
                 out.setdefault(os.path.basename(entry.rstrip("/")), rel)
         return out
+
+    def disk_usage(self) -> dict:
+        """Bytes and files under the array, by top-level folder (lstat: symlinks count as themselves)."""
+        by_dir: dict = {}
+        total = files = 0
+        todo = [""]
+        while todo:
+            rel = todo.pop()
+            for e in self.entries(rel):
+                sub = f"{rel}/{e.name}" if rel else e.name
+                if e.is_dir:
+                    todo.append(sub)
+                    continue
+                top = rel.split("/")[0] if rel else "."
+                total += e.size
+                files += 1
+                by_dir[top] = by_dir.get(top, 0) + e.size
+        return {"total_bytes": total, "files": files, "bytes_by_folder": dict(sorted(by_dir.items()))}
+
+    def fragment_findings(self, frag) -> list[dict]:
+        """findings.fragment_findings(frag), computed again only when the fragment's folder or the commits
+        changed (array.yaml asks for every fragment's at each render)."""
+        from .findings import fragment_findings
+        commits = self.commits_state()
+        try:
+            key = (frag.signature(), commits)
+        except OSError:
+            key = None
+        if key is not None and commits is not None:
+            with self._lock:
+                hit = self._findings.get(frag.rel)
+            if hit is not None and hit[0] == key:
+                return hit[1]
+        value = fragment_findings(frag)
+        if key is not None and commits is not None:
+            with self._lock:
+                self._findings[frag.rel] = (key, value)
+        return value
+
+    def findings(self) -> list[dict]:
+        """Every problem known now: the listings' findings and what decoding found (array.yaml, check)."""
+        from .findings import all_findings
+        return all_findings(self)
 
     def all_problems(self) -> list[dict]:
         out = list(self.problems.items)

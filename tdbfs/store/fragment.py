@@ -17,6 +17,10 @@ from ..format.names import parse_fragment_name
 from ..format.reversers.encryption import NO_KEY_MESSAGE, EncryptedError
 from ..format.tile import DecodedTile, FilterContext, empty_offsets, unfilter_tile, UINT8, UINT64
 from .fragment_folder import FragmentFolder
+from .problems import WARNING, problem
+
+#: no decoded tile is bigger (TileDB keeps tiles in memory whole); a size read from a file above it is damage
+MAX_TILE_BYTES = 1 << 40
 
 # Data tiles of an encrypted array end with this filter, which no schema pipeline lists (§3.1).
 AES_256_GCM = FilterSpec(11)
@@ -42,32 +46,60 @@ class Fragment(FragmentFolder):
     def parsed_name(self):
         return self._once("name", lambda: parse_fragment_name(self.name))
 
+    def is_committed(self) -> bool:
+        return self.name in self.store.committed_fragment_names()
+
     # -- footer, schema, fields ------------------------------------------------
     def metadata_bytes(self) -> bytes:
         return self.store.read_file(self._file(self.METADATA_FILE))
 
     def footer(self):
-        def make():
-            data = self.metadata_bytes()
-            rel = self._file(self.METADATA_FILE)
-            name_version = self._name_version()
-            if name_version is not None and name_version <= 2:
-                # Formats 1/2: no footer; dense iff there is no __coords.tdb (§5.7).
-                dense = not any(n == fm.COORDS_NAME + ".tdb" for n, _ in self.files())
-                return fm.legacy_footer(self.legacy_metadata(), dense), self.store.schema_by_name("")
-            if name_version is not None and name_version >= 10:
-                offset, length = fm.locate_footer(data, len(data), name_version, None, rel)
-                _, schema_name = fm.peek_footer_schema_name(data, rel, offset)
-                schema = self.store.schema_by_name(schema_name or "")
-            else:
-                schema = self.store.schema_by_name("")
-                offset, length = fm.locate_footer(data, len(data), name_version, schema, rel)
-            return fm.parse_footer(data, rel, schema, offset, length, name_version), schema
-        return self._once("footer", make)[0]
+        return self._once("footer", self._footer_and_schema)[0]
+
+    def _footer_and_schema(self):
+        data = self.metadata_bytes()
+        rel = self._file(self.METADATA_FILE)
+        name_version = self._name_version()
+        if name_version is not None and name_version <= 2:
+            # Formats 1/2: no footer; dense iff there is no __coords.tdb (§5.7).
+            dense = not any(n == fm.COORDS_NAME + ".tdb" for n, _ in self.files())
+            return fm.legacy_footer(self.legacy_metadata(), dense), self._named_schema("", rel, 0)
+        if name_version is not None and name_version >= 10:
+            offset, length = fm.locate_footer(data, len(data), name_version, None, rel)
+            _, schema_name = fm.peek_footer_schema_name(data, rel, offset)
+            schema = self._named_schema(schema_name or "", rel, offset)
+        else:
+            schema = self._named_schema("", rel, 0)
+            offset, length = fm.locate_footer(data, len(data), name_version, schema, rel)
+        return fm.parse_footer(data, rel, schema, offset, length, name_version), schema
+
+    def _named_schema(self, name: str, rel: str, footer_offset: int):
+        """The schema a footer names; a name with no schema file behind it is a problem of the footer
+        (a garbled name reads as a schema that is not there)."""
+        if name and ("/" in name or "\0" in name or name in (".", "..")):
+            raise FormatError(rel, "footer", footer_offset + 12,
+                              f"names the array schema {name!r}, which is not a file name")
+        try:
+            return self.store.schema_by_name(name)
+        except OSError as exc:
+            where = f"__schema/{name}" if name else "__array_schema.tdb"
+            why = "is not there" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror})"
+            # the name field starts 12 bytes into a v>=10 footer (version u32, name length u64)
+            raise FormatError(rel, "footer", footer_offset + (12 if name else 0),
+                              f"names the array schema {name or '(legacy)'!r}, but {where} {why}") from None
 
     def schema(self):
-        self.footer()
-        return self._memo["footer"][1]
+        return self._once("footer", self._footer_and_schema)[1]
+
+    def own_footer_bytes(self) -> bytes | None:
+        """The footer's bytes as stored (None before format 3, or when the footer does not decode)."""
+        try:
+            footer = self.footer()
+            if footer.generic_tile_offsets is None:
+                return None
+            return bytes(self.metadata_bytes()[footer.offset:footer.offset + footer.footer_length])
+        except Exception:  # noqa: BLE001 -- the footer's own problem is recorded by its parse
+            return None
 
     def legacy_metadata(self):
         """Format 1/2 `__fragment_metadata.tdb` (one generic tile, §5.7); None for later formats."""
@@ -76,8 +108,8 @@ class Fragment(FragmentFolder):
 
         def make():
             rel = self._file(self.METADATA_FILE)
-            tile = self.store.generic_tile(rel, 0, "legacy fragment metadata")
-            return fm.parse_legacy_fragment_metadata(tile.payload, rel, self.store.schema_by_name(""))
+            tile = self.store.generic_tile(rel, 0, "legacy fragment metadata", self.problems)
+            return fm.parse_legacy_fragment_metadata(tile.payload, rel, self._named_schema("", rel, 0))
         return self._once("legacy", make)
 
     def _name_version(self) -> int | None:
@@ -97,7 +129,7 @@ class Fragment(FragmentFolder):
 
     # -- generic tiles of the fragment metadata -----------------------------------
     def _gtile_payload(self, offset: int, structure: str) -> bytes:
-        return self.store.generic_tile(self._file(self.METADATA_FILE), offset, structure).payload
+        return self.store.generic_tile(self._file(self.METADATA_FILE), offset, structure, self.problems).payload
 
     def rtree(self):
         def make():
@@ -199,29 +231,56 @@ class Fragment(FragmentFolder):
     def unfiltered_size(self, field, k: int, stream: str) -> int:
         """Exact decoded size from metadata alone (no tile is read)."""
         cells = self.tile_cell_num(k)
+        md = self._file(self.METADATA_FILE)
         if stream == VAR:
-            return int(self.tile_var_sizes(field.idx)[k])
-        if stream == VALIDITY:
-            return cells
-        if field.var_sized:
-            return cells * 8
-        return cells * field.cell_size
+            sizes = self.tile_var_sizes(field.idx)
+            if k >= len(sizes):
+                raise FormatError(md, f"tile_var_sizes[{field.idx}]", self._list_offset("tile_var_sizes", field.idx),
+                                  f"tile {k} of {field.stem} is not in its {len(sizes)} var sizes")
+            size = int(sizes[k])
+        elif stream == VALIDITY:
+            size = cells
+        elif field.var_sized:
+            size = cells * 8
+        else:
+            size = cells * field.cell_size
+        if size > MAX_TILE_BYTES:
+            # a number read from the file that would size a file (and a decode): checked first
+            raise FormatError(md, f"tile_var_sizes[{field.idx}]" if stream == VAR else "footer",
+                              self._list_offset("tile_var_sizes", field.idx) if stream == VAR else 0,
+                              f"tile {k} of {field.stem} would decode to {size} bytes, more than any tile can hold")
+        return size
 
     def location(self, field, k: int, stream: str) -> TileLocation:
         footer = self.footer()
         if stream == VAR:
             offsets, file_size = self.tile_var_offsets(field.idx), footer.file_var_sizes[field.idx]
+            kind = "tile_var_offsets"
         elif stream == VALIDITY:
             offsets, file_size = self.tile_validity_offsets(field.idx), footer.file_validity_sizes[field.idx]
+            kind = "tile_validity_offsets"
         else:
             offsets, file_size = self.tile_offsets(field.idx), footer.file_sizes[field.idx]
+            kind = "tile_offsets"
+        md = self._file(self.METADATA_FILE)
         if k >= len(offsets):
-            raise FormatError(self._file(self.METADATA_FILE), "tile offsets", 0,
+            raise FormatError(md, "tile offsets", self._list_offset(kind, field.idx),
                               f"tile {k} of {field.stem} is not in its {len(offsets)} tile offsets")
         start = int(offsets[k])
         end = int(offsets[k + 1]) if k + 1 < len(offsets) else int(file_size)
+        if end < start:
+            # offsets out of order, or a file size below the last offset: no length can be trusted
+            what = f"tile {k + 1} starts at {end}" if k + 1 < len(offsets) else f"the footer's file size is {end}"
+            raise FormatError(md, f"{kind}[{field.idx}]", self._list_offset(kind, field.idx),
+                              f"tile {k} of {field.stem} starts at {start} but {what}")
         return TileLocation(self._file(field.stem + _SUFFIX[stream]), start, end - start,
                             self.unfiltered_size(field, k, stream))
+
+    def _list_offset(self, kind: str, idx: int) -> int:
+        """File offset of the generic tile that holds a per-field list (0 for formats 1/2, which inline it)."""
+        g = self.footer().generic_tile_offsets
+        lists = getattr(g, kind, None) if g is not None else None
+        return int(lists[idx]) if lists is not None and idx < len(lists) else 0
 
     def pipeline(self, field, stream: str) -> FilterPipeline:
         schema = self.schema()
@@ -271,14 +330,31 @@ class Fragment(FragmentFolder):
 
     def tile(self, field, k: int, stream: str) -> DecodedTile:
         """Tile k of one stream, decoded once and kept in the store's cache."""
-        key = ("tile", self.rel, field.idx, k, stream)
+        key = ("tile", self.rel, self.cache_token(), field.idx, k, stream)
         try:
             return self.store.cache.get_or_make(key, lambda: self._decode(field, k, stream))
         except FileNotFoundError:
+            self._missing(field, stream)
             raise
         except Exception as exc:
             self.problems.add_error(exc, self._file(field.stem), f"tile {k}")
             raise
+
+    def _missing(self, field, stream: str) -> None:
+        """A tile's file is gone: the folder's finding for that file says so (the same words), or, when the
+        whole fragment vanished while mounted (vacuumed), the array's problems do."""
+        from .findings import data_file_finding
+        if self.store.entry(self.rel) is None:
+            self.store.problems.add(problem(self.rel, "fragment", None, "the fragment folder vanished while "
+                                            "mounted (vacuumed?): what was open of it reads as I/O errors",
+                                            WARNING))
+            return
+        try:
+            finding = data_file_finding(self, field, stream, None)
+        except Exception:  # noqa: BLE001 -- the footer's own problem explains the rest
+            finding = None
+        if finding is not None:
+            self.problems.add(finding)
 
     def decode_ahead(self, field, k: int, stream: str) -> None:
         """Start decoding tile k in the background, if it exists (a sequential reader wants it next);
@@ -288,7 +364,8 @@ class Fragment(FragmentFolder):
                 return
         except Exception:
             return
-        self.store.cache.make_soon(("tile", self.rel, field.idx, k, stream), lambda: self._decode(field, k, stream))
+        self.store.cache.make_soon(("tile", self.rel, self.cache_token(), field.idx, k, stream),
+                                   lambda: self._decode(field, k, stream))
 
     def _decode(self, field, k: int, stream: str):
         """(decoded tile k, its byte cost in the cache)."""
@@ -309,10 +386,43 @@ class Fragment(FragmentFolder):
         decoded = unfilter_tile(raw, loc.file, loc.offset, pipeline, ctx, f"tile {k}",
                                 expected_size=loc.unfiltered_size, base=loc.offset)
         for failure in decoded.checksum_failures:
-            self.problems.add({"file": loc.file, "structure": f"tile {k}", "offset": loc.offset,
-                               "message": failure})
+            self.problems.add(problem(loc.file, f"tile {k}", loc.offset, failure))
+        if stream == DATA:
+            self._check_min_max(field, k, decoded.data, loc)
         # the records of each chunk and stage weigh ~0.6 KiB a chunk (tracemalloc), more than small tiles
         return decoded, len(decoded.data) + len(decoded.offsets or b"") + 768 + 600 * len(decoded.chunks)
+
+    def _check_min_max(self, field, k: int, data, loc: TileLocation) -> None:
+        """A sparse tile whose values fall outside the min/max its fragment metadata records holds another
+        tile's bytes (swapped, or rewritten in place), which no length check can see."""
+        bounds = self._once(("minmax bounds", field.idx), lambda: self._min_max_bounds(field))
+        if bounds is None or k >= len(bounds[0]):
+            return
+        dt = np.dtype(field.datatype.dtype)
+        values = np.frombuffer(data[:len(data) - len(data) % dt.itemsize], dt)
+        if not len(values) or (dt.kind == "f" and np.isnan(values).any()):
+            return
+        lo, hi = values.min(), values.max()
+        if lo != bounds[0][k] or hi != bounds[1][k]:
+            self.problems.add(problem(loc.file, f"tile {k}", loc.offset,
+                                      f"values span {lo.item()}..{hi.item()} but the fragment metadata records "
+                                      f"{bounds[0][k].item()}..{bounds[1][k].item()} for this tile (tiles swapped "
+                                      "or overwritten?)"))
+
+    def _min_max_bounds(self, field):
+        """(mins, maxes) the metadata holds for a fixed numeric attribute of a sparse fragment, else None.
+        Dense tiles hold fill values outside the written cells, which TileDB leaves out of min/max."""
+        footer = self.footer()
+        g = footer.generic_tile_offsets
+        if (g is None or g.tile_min_offsets is None or footer.dense or field.kind != fm.ATTRIBUTE
+                or field.var_sized or field.nullable or field.cell_val_num != 1 or not field.has_min_max
+                or field.datatype.is_string):
+            return None
+        try:
+            mins, maxes = self.tile_min_max("min", field.idx), self.tile_min_max("max", field.idx)
+        except Exception:  # noqa: BLE001 -- their own problem is recorded by their parse
+            return None
+        return (mins, maxes) if len(mins) == len(maxes) else None
 
     def _embedded_offsets(self, field, k: int):
         """The offsets of tile k of a var-string field whose RLE/DICTIONARY embeds them (§3.4): rebuilt

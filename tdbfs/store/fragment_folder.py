@@ -1,8 +1,10 @@
-"""What every kind of fragment folder shares (today's fragments and 0.x ones): its files,
-and parsing memoised once per fragment with each failure recorded once as a problem.
+"""What every kind of fragment folder shares (today's fragments and 0.x ones): its files, and
+parsing memoised per fragment with each failure recorded once as a problem.
 
-A fragment never changes once written, so whatever is parsed from it is kept for the
-life of the object.
+A committed fragment never changes, so whatever is parsed from it is kept for the life of the
+object. A fragment that is not committed yet may still be being written: what is parsed from it
+is kept only while its files stay the same (names, sizes, mtimes), and what was found wrong with
+it is forgotten when they change, so a fragment read half-written reads whole once committed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import os
 import threading
 
 from .problems import ProblemLog
+
+COMMITTED = "committed"
 
 
 class _Failed:
@@ -30,8 +34,58 @@ class FragmentFolder:
         self.problems = ProblemLog()
         self._lock = threading.RLock()
         self._memo: dict = {}
+        self._memo_state = None
+        self._committed = False
+
+    # -- commit state ----------------------------------------------------------------
+    def is_committed(self) -> bool:
+        raise NotImplementedError
+
+    def signature(self) -> tuple:
+        """The folder's entries as they are now: (name, kind, size, mtime_ns) each."""
+        return tuple((e.name, e.kind, e.size, e.mtime_ns) for e in self.store.entries(self.rel))
+
+    def state(self):
+        """COMMITTED once a commit marks the fragment (for good: its files never change again), else the
+        folder's signature."""
+        if self._committed:
+            return COMMITTED
+        try:
+            committed = self.is_committed()
+        except Exception:  # noqa: BLE001 -- unreadable commits: the fragment is treated as still changing
+            committed = False
+        if committed:
+            self._committed = True
+            return COMMITTED
+        return self.signature()
+
+    @property
+    def committed(self) -> bool:
+        return self.state() == COMMITTED
+
+    def cache_token(self):
+        """Part of every cache key of this fragment's decoded data: constant once committed."""
+        state = self.state()
+        return 0 if state == COMMITTED else hash(state)
+
+    def _refresh(self):
+        """Forget what was parsed (and what was found wrong) when the fragment's files changed."""
+        state = self.state()
+        if state == self._memo_state and state == self.problems.state:
+            return state
+        with self._lock:
+            if state != self._memo_state:
+                self._memo.clear()
+                self._memo_state = state
+            if state != self.problems.state:
+                # the log outlives this object (the store keeps it); a log first seen now has nothing to forget
+                if self.problems.state is not None:
+                    self.problems.clear()
+                self.problems.state = state
+        return state
 
     def _once(self, key, make):
+        self._refresh()
         with self._lock:
             if key in self._memo:
                 value = self._memo[key]
@@ -41,7 +95,7 @@ class FragmentFolder:
         try:
             value = make()
         except FileNotFoundError:
-            raise
+            raise  # a missing file is a finding of the folder's listing (findings.py), said once there
         except Exception as exc:
             self.problems.add_error(exc, self._file(self.METADATA_FILE), str(key))
             with self._lock:
@@ -51,17 +105,27 @@ class FragmentFolder:
             self._memo[key] = value
         return value
 
+    def attempt(self, fn, file: str, structure: str):
+        """fn(), or None with its failure recorded among this fragment's problems."""
+        self._refresh()
+        try:
+            return fn()
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001 -- every failure becomes a problem
+            self.problems.add_error(exc, file, structure)
+            return None
+
     def _file(self, name: str) -> str:
         return f"{self.rel}/{name}"
 
     def files(self) -> list[tuple[str, int]]:
-        out = []
-        for n in self.store.listdir(self.rel):
-            try:
-                out.append((n, self.store.file_size(self._file(n))))
-            except OSError:
-                pass
-        return out
+        """(name, size) of the regular files of the folder; other entries are findings, never read."""
+        return [(e.name, e.size) for e in self.store.entries(self.rel) if e.is_file]
+
+    def special_entries(self) -> list:
+        """Entries of the folder that are not regular files (symlinks, FIFOs, devices, sub-folders)."""
+        return [e for e in self.store.entries(self.rel) if not e.is_file]
 
     def mtime(self) -> float:
         try:

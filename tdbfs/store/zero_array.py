@@ -24,6 +24,7 @@ from .array_store import ArrayStore
 from .fragment_folder import FragmentFolder
 from .problems import ProblemLog
 from .cache import ByteLRU
+from .local_files import LocalFiles
 
 SCHEMA_FILE = "__array_schema.tdb"
 BOOK_KEEPING_FILE = "__book_keeping.tdb.gz"
@@ -39,11 +40,12 @@ def open_zero(path: str, cache_bytes: int = 512 << 20):
     path = os.path.abspath(path)
     if not os.path.isdir(path):
         return None
-    if os.path.isfile(os.path.join(path, WORKSPACE_MARKER)):
+    files = LocalFiles(path)
+    if files.is_file(WORKSPACE_MARKER):
         return ZeroWorkspaceStore(path, cache_bytes, "workspace")
     if is_zero_array(path):
         return ZeroArrayStore(path, cache_bytes)
-    if os.path.isfile(os.path.join(path, GROUP_MARKER)) and not os.path.isdir(os.path.join(path, "__group")):
+    if files.is_file(GROUP_MARKER) and not files.is_dir("__group"):
         store = ZeroWorkspaceStore(path, cache_bytes, "group")
         if store.array_paths():
             return store
@@ -51,29 +53,27 @@ def open_zero(path: str, cache_bytes: int = 512 << 20):
 
 
 def is_zero_array(path: str) -> bool:
-    schema = os.path.join(path, SCHEMA_FILE)
-    if not os.path.isfile(schema) or os.path.isdir(os.path.join(path, "__schema")):
+    files = LocalFiles(path)
+    if not files.is_file(SCHEMA_FILE) or files.is_dir("__schema"):
         return False
     try:
-        with open(schema, "rb") as f:
-            head = f.read(4)
+        head = files.pread(SCHEMA_FILE, 0, 4)
         if len(head) == 4 and int.from_bytes(head, "little") >= 0x80000000:
             return True  # the fork's version tag
         checked = 0
-        for entry in os.scandir(path):
-            if entry.is_dir() and entry.name.lstrip(".").startswith("__"):
-                if os.path.isfile(os.path.join(entry.path, BOOK_KEEPING_FILE)):
+        for entry in files.entries(""):
+            if entry.is_dir and entry.name.lstrip(".").startswith("__"):
+                if files.is_file(f"{entry.name}/{BOOK_KEEPING_FILE}"):
                     return True
-                if os.path.isfile(os.path.join(entry.path, "__fragment_metadata.tdb")):
+                if files.is_file(f"{entry.name}/__fragment_metadata.tdb"):
                     return False
                 checked += 1
                 if checked >= 8:
                     break
         # No fragment tells: an original (untagged) 0.x schema decodes completely, a 1.x/2.x one does not.
-        if os.path.getsize(schema) > 1 << 20:
+        if files.file_size(SCHEMA_FILE) > 1 << 20:
             return False
-        with open(schema, "rb") as f:
-            parse_schema(f.read())
+        parse_schema(files.read(SCHEMA_FILE)[0])
         return True
     except (OSError, FormatError):
         return False
@@ -86,6 +86,7 @@ class ZeroArrayStore(ArrayStore):
 
     def __init__(self, path: str, cache_bytes: int = 512 << 20, cache: ByteLRU | None = None):
         self.path = os.path.abspath(path)
+        self.files = LocalFiles(self.path)
         self.cache = cache if cache is not None else ByteLRU(cache_bytes)
         self.problems = ProblemLog()
         self.key = None  # 0.x has no encryption
@@ -95,7 +96,7 @@ class ZeroArrayStore(ArrayStore):
 
     # -- schema --------------------------------------------------------------
     def schema_files(self) -> list[str]:
-        return [SCHEMA_FILE] if os.path.isfile(self.abspath(SCHEMA_FILE)) else []
+        return [SCHEMA_FILE] if self.isfile(SCHEMA_FILE) else []
 
     def latest_schema_file(self):
         files = self.schema_files()
@@ -114,7 +115,7 @@ class ZeroArrayStore(ArrayStore):
             try:
                 ts = parse_fragment_name(n).timestamp_ms
             except FormatError:
-                if not os.path.isfile(self.abspath(f"{n}/{BOOK_KEEPING_FILE}")):
+                if not self.isfile(f"{n}/{BOOK_KEEPING_FILE}"):
                     continue
                 ts = -1
             out.append((ts, n))
@@ -149,6 +150,7 @@ class ZeroWorkspaceStore:
 
     def __init__(self, path: str, cache_bytes: int = 512 << 20, kind: str = "workspace"):
         self.path = os.path.abspath(path)
+        self.files = LocalFiles(self.path)
         self.kind = kind
         self.cache = ByteLRU(cache_bytes)
         self.problems = ProblemLog()
@@ -163,17 +165,13 @@ class ZeroWorkspaceStore:
         out = []
 
         def walk(rel: str, depth: int):
-            try:
-                entries = sorted(os.scandir(self.abspath(rel) if rel else self.path), key=lambda e: e.name)
-            except OSError:
-                return
-            for e in entries:
-                if not e.is_dir(follow_symlinks=False) or e.name.startswith("."):
+            for e in self.files.entries(rel):
+                if not e.is_dir or e.name.startswith("."):
                     continue
                 sub = f"{rel}/{e.name}" if rel else e.name
-                if os.path.isfile(os.path.join(e.path, SCHEMA_FILE)):
+                if self.files.is_file(f"{sub}/{SCHEMA_FILE}"):
                     out.append(sub)
-                elif os.path.isfile(os.path.join(e.path, GROUP_MARKER)) and depth < 16:
+                elif self.files.is_file(f"{sub}/{GROUP_MARKER}") and depth < 16:
                     walk(sub, depth + 1)
 
         walk("", 0)
@@ -198,11 +196,7 @@ class ZeroWorkspaceStore:
 
     def other_files(self) -> list[tuple[str, int]]:
         """Files at the workspace root (GenomicsDB keeps callset.json, vidmap.json, vcfheader.vcf there)."""
-        out = []
-        for e in sorted(os.scandir(self.path), key=lambda e: e.name):
-            if e.is_file(follow_symlinks=False):
-                out.append((e.name, e.stat().st_size))
-        return out
+        return [(e.name, e.size) for e in self.files.entries("") if e.is_file]
 
 
 @dataclass(frozen=True)
@@ -242,12 +236,15 @@ class ZeroFragment(FragmentFolder):
     def parsed_name(self):
         return self._once("name", lambda: parse_fragment_name(self.name))
 
+    def is_committed(self) -> bool:
+        return not self.uncommitted_reasons()
+
     def uncommitted_reasons(self) -> list[str]:
         """Why the 0.x reader would skip this fragment (empty: it is committed)."""
         reasons = []
         if self.name.startswith("."):
             reasons.append("hidden '.__' folder: the writer never renamed it into place (interrupted write)")
-        if not os.path.isfile(self.store.abspath(self._file(FRAGMENT_MARKER))):
+        if not self.store.isfile(self._file(FRAGMENT_MARKER)):
             reasons.append(f"no {FRAGMENT_MARKER}: the writer never finalized it")
         return reasons
 
@@ -259,7 +256,7 @@ class ZeroFragment(FragmentFolder):
         rel = self._file(BOOK_KEEPING_FILE)
 
         def make():
-            if not os.path.isfile(self.store.abspath(rel)) and os.path.isdir(self.store.abspath(self.rel)):
+            if not self.store.isfile(rel) and self.store.isdir(self.rel):
                 # what an interrupted write leaves: the writer saves the book-keeping on finalize
                 raise FormatError(rel, "book-keeping", 0, "missing: the fragment was never finalized, so its "
                                                           "tiles cannot be located (its raw files are under raw/)")
@@ -394,7 +391,7 @@ class ZeroFragment(FragmentFolder):
         return self.location(field, k, VAR).offset
 
     def tile(self, field: ZeroField, k: int, stream: str) -> ZeroTile:
-        key = ("zero tile", self.store.path, self.rel, field.idx, k, stream)
+        key = ("zero tile", self.store.path, self.rel, self.cache_token(), field.idx, k, stream)
 
         def make():
             loc = self.location(field, k, stream)

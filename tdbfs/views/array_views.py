@@ -44,9 +44,9 @@ def array_summary(store) -> dict:
         "metadata_files": len(store.metadata_files()),
         "fragment_meta_files": len(store.fragment_meta_files()),
     }
-    out["sizes"] = _sizes(store.path)
+    out["sizes"] = store.disk_usage()
     out["encryption"] = _encryption(store, latest)
-    out["problems"] = store.all_problems()
+    out["problems"] = store.findings()
     return out
 
 
@@ -64,27 +64,9 @@ def _encryption(store, latest) -> dict:
     return out
 
 
-def _sizes(root: str) -> dict:
-    by_dir: dict = {}
-    total = 0
-    files = 0
-    for dirpath, _, filenames in os.walk(root):
-        rel = os.path.relpath(dirpath, root)
-        top = rel.split(os.sep)[0] if rel != "." else "."
-        for f in filenames:
-            try:
-                size = os.lstat(os.path.join(dirpath, f)).st_size
-            except OSError:
-                continue
-            total += size
-            files += 1
-            by_dir[top] = by_dir.get(top, 0) + size
-    return {"total_bytes": total, "files": files, "bytes_by_folder": dict(sorted(by_dir.items()))}
-
-
-def _gtile_info(store, rel: str) -> dict:
+def _gtile_info(store, rel: str, structure: str) -> dict:
     from ..format.generic_tile import header_to_dict
-    tile = store.generic_tile(rel, 0, "file")
+    tile = store.generic_tile(rel, 0, structure)
     return header_to_dict(tile.header)
 
 
@@ -94,26 +76,16 @@ def schema_view(store, rel: str) -> dict:
     n = try_parse_name(os.path.basename(rel))
     if n:
         out["timestamps"] = {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso}
-    out["generic_tile"] = _gtile_info(store, rel)
+    out["generic_tile"] = _gtile_info(store, rel, "array schema")
     out.update(schema_to_dict(store.schema(rel)))
     return out
 
 
 def enumeration_view(store, rel: str) -> dict:
     from ..format.enumeration import enumeration_to_dict
-    out = {"file": rel, "generic_tile": _gtile_info(store, rel)}
+    out = {"file": rel, "generic_tile": _gtile_info(store, rel, "enumeration")}
     out.update(enumeration_to_dict(store.enumeration(rel)))
     return out
-
-
-def _metadata_records(store, rel: str):
-    from ..format.array_metadata import parse_array_metadata
-    return store.parsed("array metadata", rel,
-                        lambda data: parse_array_metadata(_payload(store, rel), rel))
-
-
-def _payload(store, rel: str) -> bytes:
-    return store.generic_tile(rel, 0, "file").payload
 
 
 def metadata_file_view(store, rel: str) -> dict:
@@ -121,9 +93,8 @@ def metadata_file_view(store, rel: str) -> dict:
     base = os.path.basename(rel)
     out: dict = {"file": rel}
     if base.endswith(".vac"):
-        from ..format.commits import parse_vacuum_file
         out["kind"] = "vacuum list of metadata files"
-        out["vacuumed"] = list(parse_vacuum_file(store.read_file(rel), rel))
+        out["vacuumed"] = store.vacuum_file(rel)
         return out
     if base.endswith(".tmp"):
         out["kind"] = "write in progress (skipped by readers)"
@@ -131,22 +102,18 @@ def metadata_file_view(store, rel: str) -> dict:
     n = try_parse_name(base)
     if n:
         out["timestamps"] = {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso}
-    out["generic_tile"] = _gtile_info(store, rel)
-    out["records"] = [record_to_dict(r) for r in _metadata_records(store, rel)]
+    out["generic_tile"] = _gtile_info(store, rel, "array metadata")
+    out["records"] = [record_to_dict(r) for r in store.array_metadata(rel)]
     out["vacuumed"] = rel in _vacuumed_metadata(store)
     return out
 
 
 def _vacuumed_metadata(store) -> set:
-    from ..format.commits import parse_vacuum_file
     out = set()
     for rel in store.metadata_files():
         if rel.endswith(".vac"):
-            try:
-                for entry in parse_vacuum_file(store.read_file(rel), rel):
-                    out.add("__meta/" + os.path.basename(entry))
-            except Exception as exc:
-                store.problems.add_error(exc, rel, "metadata vacuum file")
+            for entry in store.attempt(lambda rel=rel: store.vacuum_file(rel), rel, "vacuum file") or ():
+                out.add("__meta/" + os.path.basename(entry))
     return out
 
 
@@ -164,10 +131,9 @@ def merged_metadata(store) -> dict:
             skipped.append(rel)
             continue
         n = try_parse_name(base)
-        try:
-            files.append(((n.t1, n.t2, base) if n else (0, 0, base), base, _metadata_records(store, rel)))
-        except Exception as exc:
-            store.problems.add_error(exc, rel, "array metadata")
+        records = store.attempt(lambda rel=rel: store.array_metadata(rel), rel, "array metadata")
+        if records is not None:
+            files.append(((n.t1, n.t2, base) if n else (0, 0, base), base, records))
     files.sort(key=lambda x: x[0])
     merged = merge_metadata([(base, records) for _, base, records in files])
     return {"files_applied": [b for _, b, _ in files], "files_skipped_as_vacuumed": skipped,
@@ -188,19 +154,17 @@ def commit_view(store, rel: str) -> dict:
         out["fragment_exists"] = store.fragment_path_of(frag) is not None  # no listing per commit file
     elif base.endswith(".vac"):
         out["kind"] = "vacuum list"
-        out["vacuumed"] = list(commits.parse_vacuum_file(store.read_file(rel), rel))
+        out["vacuumed"] = store.vacuum_file(rel)
     elif base.endswith(".ign"):
         out["kind"] = "ignore list"
-        out["ignored"] = list(commits.parse_ignore_file(store.read_file(rel), rel))
+        out["ignored"] = store.ignore_file(rel)
     elif base.endswith(".con"):
         out["kind"] = "consolidated commits"
-        out.update(commits.consolidated_commits_to_dict(
-            commits.parse_consolidated_commits(store.read_file(rel), rel)))
+        out.update(commits.consolidated_commits_to_dict(store.consolidated_commits(rel)))
     elif base.endswith((".del", ".upd")):
         out["kind"] = "delete condition" if base.endswith(".del") else "update condition"
-        out["generic_tile"] = _gtile_info(store, rel)
-        parse = commits.parse_delete_condition if base.endswith(".del") else commits.parse_update_condition
-        out.update(commits.condition_to_dict(parse(_payload(store, rel), rel), _field_types(store)))
+        out["generic_tile"] = _gtile_info(store, rel, out["kind"])
+        out.update(commits.condition_to_dict(store.condition(rel), _field_types(store)))
     else:
         out["kind"] = "unknown"
     return out
@@ -220,6 +184,7 @@ def _field_types(store) -> dict:
 
 def fragment_meta_view(store, rel: str) -> dict:
     from ..format import consolidated_fragment_metadata as cfm
-    out: dict = {"file": rel, "generic_tile": _gtile_info(store, rel)}
-    out.update(cfm.consolidated_to_dict(_payload(store, rel), rel, store))
+    store.consolidated_fragment_metadata(rel)  # records what differs from the fragments' own footers
+    out: dict = {"file": rel, "generic_tile": _gtile_info(store, rel, cfm.STRUCTURE)}
+    out.update(cfm.consolidated_to_dict(store.generic_tile(rel, 0, cfm.STRUCTURE).payload, rel, store))
     return out

@@ -7,7 +7,7 @@ from collections import OrderedDict
 from typing import Callable, Mapping
 
 from .nodes import BytesFile, DynamicDir, Node, ViewError
-from .render import to_yaml
+from .render import shown, to_yaml
 
 log = logging.getLogger("tdbfs.views")
 
@@ -21,10 +21,11 @@ def guarded(render: Callable[[], bytes], problems, file: str, structure: str) ->
         except ViewError:
             raise
         except FileNotFoundError as exc:
-            raise ViewError(f"{file}: vanished ({exc})") from None
+            # the folder listings' findings (store/findings.py) name what is missing
+            raise ViewError(f"{shown(file)}: file missing ({shown(str(exc.filename or exc))})") from None
         except Exception as exc:  # every decoding failure ends as a problem, never a crash
             problem = problems.add_error(exc, file, structure)
-            log.warning("cannot build view of %s: %s", file, problem["message"])
+            log.warning("cannot build view of %s: %s", shown(file), shown(problem["message"]))
             raise ViewError(f"{problem.get('file')}: {problem.get('structure')} at byte {problem.get('offset')}: "
                             f"{problem.get('message')}") from None
 
@@ -40,8 +41,19 @@ class LiveFile(BytesFile):
     """A file re-rendered at every stat (array-wide summaries that grow as problems are found)."""
 
     def size(self) -> int:
-        self._data = self._render()
-        return len(self._data)
+        return len(self.fresh())
+
+    def fresh(self) -> bytes:
+        # a render can find problems (a schema that does not decode) that change the render itself:
+        # render again until two agree, so what is served is complete and current
+        data = self._render()
+        for _ in range(3):
+            again = self._render()
+            if again == data:
+                break
+            data = again
+        self._data = data
+        return data
 
 
 class StateFile(BytesFile):
@@ -54,10 +66,18 @@ class StateFile(BytesFile):
         self._seen = None
 
     def data(self) -> bytes:
-        if self._data is None or self._seen is None or self._state() != self._seen:
+        for _ in range(4):
+            state = self._state()
+            if self._data is not None and state is not None and state == self._seen:
+                break
             self._data = self._render()
-            self._seen = self._state()  # after the render: problems it records are part of it
+            self._seen = self._state()
+            if self._seen is None or self._seen == state:
+                break  # nothing the render found changed what it shows (or nothing can tell)
         return self._data
+
+    def fresh(self) -> bytes:
+        return self.data()
 
 
 class LazyNodes(Mapping):
@@ -82,7 +102,10 @@ class LazyNodes(Mapping):
         return len(self._names)
 
     def modes(self):
-        return ((name, self._mode) for name in self._names)
+        mode = self._mode
+        if callable(mode):
+            return ((name, mode(name)) for name in self._names)
+        return ((name, mode) for name in self._names)
 
 
 class KeyedDir(DynamicDir):
@@ -98,7 +121,8 @@ class KeyedDir(DynamicDir):
         self._nodes: OrderedDict[str, Node] = OrderedDict()  # least recently used first
         self._keep = keep  # with `mode`: at most this many nodes kept (each may hold a rendered subtree)
         self._exists = exists
-        self._mode = mode  # st_mode of every entry, when all are alike: a listing then makes no node
+        # st_mode of every entry (or a function of its name): a listing then makes no node
+        self._mode = mode
         self.cheap_child = exists is not None
         super().__init__(self._children, mtime)
 

@@ -7,6 +7,7 @@ import numpy as np
 from ..format import fragment_metadata as fm
 from ..format.filters import pipeline_to_dict
 from ..store.fragment import DATA, VAR, VALIDITY, Fragment
+from ..store.problems import merged
 from . import layout_views
 from .common import CachedFile, StateFile, guarded, yaml_file
 from .nodes import DirNode, FileNode, StaticDir, ViewError
@@ -14,37 +15,59 @@ from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
 
 
 def fragment_dir(store, rel: str) -> DirNode:
-    frag = store.fragment(rel)
-    problems = frag.problems
+    return FragmentDir(store.fragment(rel))
 
-    def children():
-        t = frag.mtime()
-        return {
-            "fragment.yaml": StateFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
-                                       lambda: _summary_state(frag), mtime=t),
-            "footer.yaml": yaml_file(lambda: footer_view(frag), problems,
-                                     f"{rel}/__fragment_metadata.tdb", "footer", mtime=t),
-            "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag), frag), immutable=True,
-                               mtime=frag.mtime()),
-            "tiles.csv": CachedFile(store.cache, ("tiles.csv", rel),
-                                    guarded(lambda: tiles_csv(frag), problems, rel, "tile list"), mtime=t),
-            "attrs": StaticDir(guarded_children(lambda: _field_dirs(frag, dims=False), frag), immutable=True,
-                               mtime=frag.mtime()),
-            "dims": StaticDir(guarded_children(lambda: _field_dirs(frag, dims=True), frag), immutable=True,
-                              mtime=frag.mtime()),
-            "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t) for n, size in frag.files()},
-                             immutable=True, mtime=frag.mtime()),
-            # Byte maps and hex dumps (layout_views.py).
-            "layout.csv": CachedFile(store.cache, ("layout.csv", rel),
-                                     guarded(lambda: layout_views.layout_csv(frag), problems, rel, "byte map"),
-                                     mtime=t),
-            "layout": StaticDir(guarded_children(lambda: layout_views.layout_children(frag), frag),
-                                immutable=True, mtime=t),
-            "hex": StaticDir(guarded_children(lambda: layout_views.hex_children(frag), frag),
-                             immutable=True, mtime=t),
-        }
 
-    return StaticDir(children, immutable=True, mtime=frag.mtime)  # stat on first ask, not when listed
+class FragmentDir(DirNode):
+    """A fragment's folder. Built once for a committed fragment, whose files never change; built again
+    whenever the files of a fragment that is not committed yet change (it may still be being written),
+    whose nodes are then never immutable, so the kernel keeps no page of them."""
+
+    def __init__(self, frag: Fragment):
+        self.frag = frag
+        self._built = None   # (cache token, children)
+
+    def children(self):
+        token = self.frag.cache_token()
+        built = self._built
+        if built is None or built[0] != token:
+            built = self._built = (token, _fragment_children(self.frag, token))
+        return built[1]
+
+    def mtime(self) -> float:
+        return self.frag.mtime()
+
+
+def _fragment_children(frag: Fragment, token) -> dict:
+    store, rel, problems = frag.store, frag.rel, frag.problems
+    fixed = token == 0  # committed: nothing under it changes again
+    key = (rel, token)
+    t = frag.mtime()
+    return {
+        "fragment.yaml": StateFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
+                                   lambda: _summary_state(frag), mtime=t),
+        "footer.yaml": yaml_file(lambda: footer_view(frag), problems,
+                                 f"{rel}/__fragment_metadata.tdb", "footer", immutable=fixed, mtime=t),
+        "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag, key, fixed), frag), immutable=fixed,
+                           mtime=t),
+        "tiles.csv": CachedFile(store.cache, ("tiles.csv", key),
+                                guarded(lambda: tiles_csv(frag), problems, rel, "tile list"), immutable=fixed,
+                                mtime=t),
+        "attrs": StaticDir(guarded_children(lambda: _field_dirs(frag, False, key, fixed), frag), immutable=fixed,
+                           mtime=t),
+        "dims": StaticDir(guarded_children(lambda: _field_dirs(frag, True, key, fixed), frag), immutable=fixed,
+                          mtime=t),
+        "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t, fixed) for n, size in frag.files()},
+                         immutable=fixed, mtime=t),
+        # Byte maps and hex dumps (layout_views.py).
+        "layout.csv": CachedFile(store.cache, ("layout.csv", key),
+                                 guarded(lambda: layout_views.layout_csv(frag), problems, rel, "byte map"),
+                                 immutable=fixed, mtime=t),
+        "layout": StaticDir(guarded_children(lambda: layout_views.layout_children(frag), frag),
+                            immutable=fixed, mtime=t),
+        "hex": StaticDir(guarded_children(lambda: layout_views.hex_children(frag), frag),
+                         immutable=fixed, mtime=t),
+    }
 
 
 def guarded_children(make, frag: Fragment):
@@ -62,10 +85,9 @@ def guarded_children(make, frag: Fragment):
 
 
 class RawFile(FileNode):
-    immutable = True
-
-    def __init__(self, store, rel: str, size: int, mtime: float = 0.0):
+    def __init__(self, store, rel: str, size: int, mtime: float = 0.0, immutable: bool = True):
         self._store, self._rel, self._size, self._mtime = store, rel, size, mtime
+        self.immutable = immutable
 
     def mtime(self) -> float:
         return self._mtime
@@ -77,8 +99,8 @@ class RawFile(FileNode):
         size = max(0, min(size, self._size - offset))
         try:
             return self._store.pread(self._rel, offset, size) if size else b""
-        except FileNotFoundError:
-            raise ViewError(f"{self._rel} vanished") from None
+        except OSError as exc:  # gone, or no longer a regular file: the folder's findings say so
+            raise ViewError(f"{self._rel}: {exc.strerror or exc}") from None
 
 
 #: tiles from this size on have the next tile decoded ahead (smaller ones decode faster than a handoff pays)
@@ -90,10 +112,9 @@ DECODE_AHEAD_TILES = 1
 class TileFile(FileNode):
     """A decoded stream of one tile: exact size from metadata, bytes decoded on first read."""
 
-    immutable = True
-
-    def __init__(self, frag: Fragment, field, k: int, stream: str, mtime: float = 0.0):
+    def __init__(self, frag: Fragment, field, k: int, stream: str, mtime: float = 0.0, immutable: bool = True):
         self._frag, self._field, self._k, self._stream, self._mtime = frag, field, k, stream, mtime
+        self.immutable = immutable
 
     def mtime(self) -> float:
         return self._mtime
@@ -102,7 +123,8 @@ class TileFile(FileNode):
         try:
             return self._frag.unfiltered_size(self._field, self._k, self._stream)
         except Exception as exc:
-            raise ViewError(str(exc)) from None
+            p = self._frag.problems.add_error(exc, self._frag._file(self._field.stem), f"tile {self._k}")
+            raise ViewError(p["message"]) from None
 
     def read(self, offset: int, size: int) -> bytes:
         try:
@@ -129,10 +151,15 @@ def footer_view(frag: Fragment) -> dict:
 # -- fragment.yaml -------------------------------------------------------------------
 
 def _summary_state(frag: Fragment):
-    """What fragment.yaml depends on that can change: the array's commit and vacuum files and the
-    fragment's problems (None: unknown, render again)."""
+    """What fragment.yaml depends on that can change: the commit and vacuum files, the folder's entries
+    and the problems found (None: unknown, render again)."""
     commits = frag.store.commits_state()
-    return None if commits is None else (commits, len(frag.problems.items))
+    if commits is None:
+        return None
+    try:
+        return commits, frag.signature(), len(frag.problems.items)
+    except OSError:
+        return None
 
 
 def fragment_summary(frag: Fragment) -> dict:
@@ -171,6 +198,10 @@ def fragment_summary(frag: Fragment) -> dict:
     except Exception:
         pass  # recorded in problems by the store
     out["files"] = {name: size for name, size in frag.files()}
+    special = frag.special_entries()
+    if special:
+        out["special_files"] = {e.name: e.kind + (f" -> {e.target}" if e.target is not None else "")
+                                for e in special}
     commits = frag.store.committed_fragment_names()
     out["committed"] = frag.name in commits
     if frag.name in commits:
@@ -179,13 +210,14 @@ def fragment_summary(frag: Fragment) -> dict:
     out["to_vacuum"] = vacuumed_by is not None
     if vacuumed_by:
         out["vacuum_file"] = vacuumed_by
-    out["problems"] = list(frag.problems.items)
+    # last: what the parses above found is part of it
+    out["problems"] = merged(frag.store.fragment_findings(frag), frag.problems.items)
     return out
 
 
 # -- rtree/ --------------------------------------------------------------------------
 
-def _rtree_children(frag: Fragment) -> dict:
+def _rtree_children(frag: Fragment, key, fixed: bool) -> dict:
     rtree = frag.rtree()
     dims = frag.schema().dimensions
     header = ["mbr"] + [f"{d.name}_{end}" for d in dims for end in ("min", "max")]
@@ -194,8 +226,9 @@ def _rtree_children(frag: Fragment) -> dict:
         def render(level=level):
             rows = fm.rtree_level_rows(rtree, level)
             return to_csv(header, ([i] + list(row) for i, row in enumerate(rows)))
-        out[f"level_{level}.csv"] = CachedFile(frag.store.cache, ("rtree", frag.rel, level),
-                                               guarded(render, frag.problems, frag.rel, "R-tree"), mtime=frag.mtime())
+        out[f"level_{level}.csv"] = CachedFile(frag.store.cache, ("rtree", key, level),
+                                               guarded(render, frag.problems, frag.rel, "R-tree"), immutable=fixed,
+                                               mtime=frag.mtime())
     return out
 
 
@@ -244,17 +277,17 @@ def _cell_value(v):
 
 # -- attrs/<stem>/ and dims/<stem>/ ------------------------------------------------------
 
-def _field_dirs(frag: Fragment, dims: bool) -> dict:
+def _field_dirs(frag: Fragment, dims: bool, key, fixed: bool) -> dict:
     out = {}
     for f in frag.stored_fields():
         if (f.kind in (fm.DIMENSION, fm.COORDS)) != dims:
             continue
-        out[f.stem] = StaticDir(lambda f=f: _tile_files(frag, f), immutable=True, mtime=frag.mtime())
+        out[f.stem] = StaticDir(lambda f=f: _tile_files(frag, f, key, fixed), immutable=fixed, mtime=frag.mtime())
         if f.kind == fm.COORDS:
             # Formats 1-4: one __coords.tdb for all dimensions, shown as stored and split per dimension.
             for j, d in enumerate(frag.schema().dimensions):
-                out[coords_dim_stem(d.name, j)] = StaticDir(lambda j=j, f=f: _coords_dim_files(frag, f, j),
-                                                           immutable=True, mtime=frag.mtime())
+                out[coords_dim_stem(d.name, j)] = StaticDir(
+                    lambda j=j, f=f: _coords_dim_files(frag, f, j, key, fixed), immutable=fixed, mtime=frag.mtime())
     return out
 
 
@@ -268,10 +301,9 @@ def coords_dim_stem(name: str, j: int) -> str:
 class CoordsDimTile(FileNode):
     """Dimension j's coordinates of one legacy __coords tile (derived from the decoded tile)."""
 
-    immutable = True
-
-    def __init__(self, frag: Fragment, coords, j: int, k: int, mtime: float = 0.0):
+    def __init__(self, frag: Fragment, coords, j: int, k: int, mtime: float = 0.0, immutable: bool = True):
         self._frag, self._coords, self._j, self._k, self._mtime = frag, coords, j, k, mtime
+        self.immutable = immutable
 
     def mtime(self) -> float:
         return self._mtime
@@ -297,24 +329,24 @@ def coords_dim_values(frag: Fragment, coords, j: int, k: int) -> np.ndarray:
     return fm.split_coords(tile.data, frag.schema().dimensions, zipped, loc.file, f"tile {k}", loc.offset)[j]
 
 
-def _coords_dim_files(frag: Fragment, coords, j: int) -> dict:
+def _coords_dim_files(frag: Fragment, coords, j: int, key, fixed: bool) -> dict:
     t = frag.mtime()
     dim = frag.schema().dimensions[j]
     ntiles = frag.tile_count(coords.idx)
     where = f"{frag.rel}/{coords.file}"
     out = {"info.yaml": yaml_file(lambda: coords_dim_info(frag, coords, j), frag.problems, where,
-                                  "field info", mtime=t)}
+                                  "field info", immutable=fixed, mtime=t)}
     for k in range(ntiles):
-        out[f"tile_{k}.bin"] = CoordsDimTile(frag, coords, j, k, t)
+        out[f"tile_{k}.bin"] = CoordsDimTile(frag, coords, j, k, t, fixed)
         out[f"tile_{k}.txt"] = CachedFile(
-            frag.store.cache, ("coords_txt", frag.rel, j, k),
+            frag.store.cache, ("coords_txt", key, j, k),
             guarded(lambda k=k: fixed_cells_text(coords_dim_values(frag, coords, j, k), 1,
                                                  dim.datatype.is_string, None),
-                    frag.problems, where, f"tile {k}"), mtime=t)
+                    frag.problems, where, f"tile {k}"), immutable=fixed, mtime=t)
         out[f"tile_{k}.yaml"] = CachedFile(
-            frag.store.cache, ("coords_yaml", frag.rel, j, k),
+            frag.store.cache, ("coords_yaml", key, j, k),
             guarded(lambda k=k: to_yaml(coords_dim_record(frag, coords, j, k)), frag.problems, where,
-                    f"tile {k}"), mtime=t)
+                    f"tile {k}"), immutable=fixed, mtime=t)
     return out
 
 
@@ -341,23 +373,25 @@ def coords_dim_record(frag: Fragment, coords, j: int, k: int) -> dict:
     return out
 
 
-def _tile_files(frag: Fragment, field) -> dict:
+def _tile_files(frag: Fragment, field, key, fixed: bool) -> dict:
     ntiles = frag.tile_count(field.idx)
     t = frag.mtime()
-    out = {"info.yaml": yaml_file(lambda: field_info(frag, field), frag.problems, frag.rel, "field info", mtime=t)}
+    out = {"info.yaml": yaml_file(lambda: field_info(frag, field), frag.problems, frag.rel, "field info",
+                                  immutable=fixed, mtime=t)}
     cache = frag.store.cache
     for k in range(ntiles):
-        out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA, t)
+        out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA, t, fixed)
         if field.var_sized:
-            out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR, t)
+            out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR, t, fixed)
         if field.nullable:
-            out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY, t)
-        out[f"tile_{k}.txt"] = CachedFile(cache, ("txt", frag.rel, field.idx, k),
+            out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY, t, fixed)
+        out[f"tile_{k}.txt"] = CachedFile(cache, ("txt", key, field.idx, k),
                                           guarded(lambda k=k: tile_text(frag, field, k), frag.problems,
-                                                  f"{frag.rel}/{field.stem}", f"tile {k}"), mtime=t)
-        out[f"tile_{k}.yaml"] = CachedFile(cache, ("tileyaml", frag.rel, field.idx, k),
+                                                  f"{frag.rel}/{field.stem}", f"tile {k}"), immutable=fixed, mtime=t)
+        out[f"tile_{k}.yaml"] = CachedFile(cache, ("tileyaml", key, field.idx, k),
                                            guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
-                                                   f"{frag.rel}/{field.stem}", f"tile {k}"), mtime=t)
+                                                   f"{frag.rel}/{field.stem}", f"tile {k}"), immutable=fixed,
+                                           mtime=t)
     return out
 
 

@@ -1,14 +1,18 @@
 """Byte maps of a fragment's files as CSV (layout.csv, layout/<file>.csv) and hex dumps of the
-generic tiles and footer of its __fragment_metadata.tdb (hex/<name>.txt)."""
+generic tiles and footer of its __fragment_metadata.tdb (hex/<name>.txt); the same for the
+array-level files (schemas, enumerations, commits, metadata, .meta files): `array_file_dirs`."""
 
 from __future__ import annotations
 
 import bisect
+import os
 import re
+from typing import Callable
 
 from ..store import byte_map
 from ..store.fragment import Fragment
-from .common import CachedFile, guarded
+from .common import CachedFile, KeyedDir, guarded
+from .nodes import BytesFile, DirNode, FileNode
 from .render import to_csv
 
 COLUMNS = ["start", "end", "length", "structure", "detail"]
@@ -57,16 +61,21 @@ def hex_text(frag: Fragment, name: str, region) -> bytes:
     """`hexdump -C` lines of the region (offsets in the file), each preceded by `# @offset` lines
     naming the ranges of the byte map that start within it."""
     m = byte_map.file_map(frag, name)
-    data = frag.store.read_file(frag._file(name))
-    start, end = region.start, min(region.end, len(data))
-    first = max(bisect.bisect_right([r.start for r in m.ranges], start) - 1, 0)
+    return hex_dump(frag.store.read_file(frag._file(name)), m.ranges, name, region.name, region.start, region.end)
+
+
+def hex_dump(data, ranges, name: str, what: str, start: int, end: int) -> bytes:
+    """`hexdump -C` of bytes [start, end) of the file `name`, each line preceded by `# @start-end
+    structure: detail` lines for the byte-map ranges that start within it."""
+    end = min(end, len(data))
+    first = max(bisect.bisect_right([r.start for r in ranges], start) - 1, 0)
     inside = []
-    for r in m.ranges[first:]:
+    for r in ranges[first:]:
         if r.start >= end:
             break
         if r.end > start:
             inside.append(r)
-    out = [f"# {name}: {region.name}, bytes {start}-{end} ({end - start} bytes)",
+    out = [f"# {name}: {what}, bytes {start}-{end} ({end - start} bytes)",
            "# lines starting with '#' name the byte map ranges (layout/" + name + ".csv) starting in the next line",
            "#"]
     k = 0
@@ -79,6 +88,90 @@ def hex_text(frag: Fragment, name: str, region) -> bytes:
         out.append(hexdump_line(line, data[line:stop]))
     out.append(f"{end:08x}")
     return ("\n".join(out) + "\n").encode()
+
+
+# -- array-level files ---------------------------------------------------------------------------
+
+def array_file_dirs(store, files: Callable[[], list[str]]) -> dict[str, DirNode]:
+    """`layout/` (a byte map per file) and `hex/` (a dump per generic-tile file) of the array-level
+    files that `files()` lists (paths relative to the array root), for one folder of the tree.
+
+    Listing reads no file: names come from `files()`, whether a file is a generic tile from its
+    name; a byte map is built when its CSV or dump is first read (or stat'ed, for the size).
+    """
+    def folder(suffix: str, wanted, make) -> KeyedDir:
+        listed: dict[str, str] = {}   # shown name -> relative path, as of the last listing
+
+        def names() -> list[str]:
+            now: dict[str, str] = {}
+            for rel in files():
+                if wanted(rel):
+                    now.setdefault(os.path.basename(rel) + suffix, rel)  # one name in two folders: the first
+            listed.clear()
+            listed.update(now)
+            return list(now)
+
+        # KeyedDir lists before it makes a node, so every name asked for is in `listed`
+        return KeyedDir(names, lambda name: make(listed[name]), mode=FileNode.mode)
+
+    def layout_node(rel: str):
+        return ArrayFileView(store, rel, "array layout",
+                             guarded(lambda: array_layout_csv(store, rel), store.problems, rel, "byte map"))
+
+    def hex_node(rel: str):
+        return ArrayFileView(store, rel, "array hex",
+                             guarded(lambda: array_hex_text(store, rel), store.problems, rel, "hex view"))
+
+    is_tile = lambda rel: byte_map.array_file_kind(rel) == byte_map.GENERIC
+    return {"layout": folder(".csv", lambda rel: True, layout_node), "hex": folder(".txt", is_tile, hex_node)}
+
+
+def array_layout_csv(store, rel: str) -> bytes:
+    m = byte_map.array_file_map(store, rel)
+    return to_csv(["file"] + COLUMNS, ([rel, r.start, r.end, r.length, r.structure, r.detail] for r in m.ranges))
+
+
+def array_hex_text(store, rel: str) -> bytes:
+    m = byte_map.array_file_map(store, rel)
+    try:
+        data = store.read_file(rel)
+    except OSError:   # the map says why in its one row; the dump shows that row and no byte
+        data = b""
+    what = m.regions[0].name if m.regions else byte_map.array_tile_name(rel)
+    return hex_dump(data, m.ranges, os.path.basename(rel), what, 0, len(data))
+
+
+class ArrayFileView(BytesFile):
+    """A view of one array-level file, kept in the store's cache under the file's size and mtime.
+
+    Unlike a fragment's files, these come and go while mounted (commits, vacuum) and a damaged
+    one may be rewritten in place: a view of an older version must not outlive it."""
+
+    immutable = False
+
+    def __init__(self, store, rel: str, kind: str, render):
+        super().__init__(render)
+        self._store, self._rel, self._kind = store, rel, kind
+
+    def _stat(self):
+        try:
+            return self._store.stat(self._rel)
+        except OSError:
+            return None
+
+    def data(self) -> bytes:
+        st = self._stat()
+        version = (st.st_size, st.st_mtime_ns) if st is not None else None
+        return self._store.cache.get_or_make((self._kind, self._store.path, self._rel, version),
+                                             lambda: _with_cost(self._render()))
+
+    def mtime(self) -> float:
+        st = self._stat()
+        return st.st_mtime if st is not None else 0.0
+
+
+def _with_cost(data: bytes):
+    return data, len(data) + 64
 
 
 def hexdump_line(offset: int, chunk: bytes) -> str:

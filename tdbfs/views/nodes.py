@@ -116,6 +116,14 @@ class BytesFile(FileNode):
             self._data = self._render()
         return self._data
 
+    def fresh(self) -> bytes:
+        """The bytes as of now. Front ends take one such rendering per open of a file that is not
+        immutable and serve every read and fstat of that open from it, so size and bytes agree and
+        no read mixes two renderings."""
+        if not self.immutable:
+            self._data = None
+        return self.data()
+
     def size(self) -> int:
         return len(self.data())
 

@@ -60,4 +60,27 @@ fragment.yaml.
                           that start in the next line
 
 Tile numbers K start at 0 and follow the order of tiles in the data file.
+
+Problems
+--------
+Each entry of a `problems` list has `file` (relative to the array folder),
+`structure`, `offset` (a byte offset in that file; null only for a finding
+about a whole file), `message` and `severity`: `error`, or `warning` for states
+TileDB itself leaves behind or ignores (extra files, fragments consolidated but
+not yet vacuumed).
+  * Complete from the first read: what the folder listings, lstat and the
+    footers show (commit state, missing and extra files, file sizes against
+    the footer, entries that are not regular files). fragment.yaml and
+    array.yaml are rendered again whenever they are opened or stat'ed, and a
+    read always returns one whole rendering, of the size stat gave.
+  * Found so far: what only decoding shows (a tile whose checksum fails, a
+    corrupt generic tile). It is added as views are read; once every file of
+    the tree has been read, array.yaml lists exactly what `tdbfs check` lists.
+Symbolic links, FIFOs, sockets and devices inside the array are never
+followed or opened: they are listed under `special_files` in fragment.yaml and
+as problems, and raw/ holds only regular files.
+
+Fragments that are not committed yet (no commit file: possibly still being
+written) are read afresh whenever their files change; committed fragments never
+change, and what is decoded from them is kept.
 """

@@ -10,11 +10,15 @@ import re
 
 import numpy as np
 
+from ..text import shown
+
 
 def plain(value):
     """Convert numpy scalars/arrays, bytes, tuples and dataclass-ish values to YAML-safe data."""
+    if isinstance(value, str):
+        return shown(value)
     if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {shown(str(k)): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, np.ndarray):
@@ -77,7 +81,7 @@ def to_yaml(data) -> bytes:
 
 def to_csv(header: list[str], rows) -> bytes:
     out = io.StringIO()
-    out.write(",".join(header) + "\n")
+    out.write(",".join(_csv_cell(h) for h in header) + "\n")
     for row in rows:
         out.write(",".join(_csv_cell(v) for v in row) + "\n")
     return out.getvalue().encode("utf-8")
@@ -95,7 +99,7 @@ def _csv_cell(v) -> str:
         v = plain(v)
     if isinstance(v, float):
         return repr(v)
-    s = str(v)
+    s = shown(str(v))
     return '"' + s.replace('"', '""') + '"' if _NEEDS_QUOTES.search(s) else s
 
 

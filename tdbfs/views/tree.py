@@ -11,6 +11,7 @@ from .readme import README_TEXT
 from .render import to_yaml
 from . import array_views
 from .fragment_views import fragment_dir
+from . import layout_views
 
 #: fragment folder nodes kept with what they rendered (about 60 KiB each after a walk): a walk of
 #: 10,000 fragments keeps the last 64 (the store keeps 256 parsed fragments, which cost less).
@@ -42,15 +43,17 @@ def build_root(store: ArrayStore) -> DirNode:
     array_yaml = LiveFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"),
                           mtime=_mtime(store, ""))
     schema_dir = _schema_dir(store)
-    metadata_dir = KeyedDir(
-        lambda: ["merged.yaml"] + [os.path.basename(f) + ".yaml" for f in store.metadata_files()],
-        lambda name: _metadata_file(store, name), mtime=lambda: _mtime(store, "__meta"))
-    commits_dir = KeyedDir(
-        lambda: [os.path.basename(f) + ".yaml" for f in store.commit_files()],
-        lambda name: _commit_file(store, name), mtime=lambda: _mtime(store, "__commits"), mode=FileNode.mode)
-    fragment_meta_dir = KeyedDir(
-        lambda: [os.path.basename(f) + ".yaml" for f in store.fragment_meta_files()],
-        lambda name: _fragment_meta_file(store, name), mtime=lambda: _mtime(store, "__fragment_meta"))
+    metadata_dir = KeyedDir(*_with_byte_maps(
+        store, lambda: ["merged.yaml"] + [os.path.basename(f) + ".yaml" for f in store.metadata_files()],
+        lambda name: _metadata_file(store, name), store.metadata_files), mtime=lambda: _mtime(store, "__meta"))
+    commits_dir = KeyedDir(*_with_byte_maps(
+        store, lambda: [os.path.basename(f) + ".yaml" for f in store.commit_files()],
+        lambda name: _commit_file(store, name), store.commit_files), mtime=lambda: _mtime(store, "__commits"),
+        mode=lambda name: DirNode.mode if name in _MAP_DIRS else FileNode.mode)
+    fragment_meta_dir = KeyedDir(*_with_byte_maps(
+        store, lambda: [os.path.basename(f) + ".yaml" for f in store.fragment_meta_files()],
+        lambda name: _fragment_meta_file(store, name), store.fragment_meta_files),
+        mtime=lambda: _mtime(store, "__fragment_meta"))
     listed: dict = {}  # name -> relative path, from the last listing (no isdir per fragment to find it again)
 
     def fragment_names():
@@ -68,6 +71,26 @@ def build_root(store: ArrayStore) -> DirNode:
     labels_dir = KeyedDir(lambda: [n for n in store.listdir("__labels") if store.isdir(f"__labels/{n}")],
                           lambda name: _label_array(store, name), mtime=lambda: _mtime(store, "__labels"))
     return DynamicDir(children, mtime)
+
+
+_MAP_DIRS = ("layout", "hex")
+
+
+def _with_byte_maps(store, names, make, files):
+    """(names, make) of a folder of array-level files plus its `layout/` and `hex/` byte maps."""
+    maps: dict = {}
+
+    def all_names():
+        return names() + list(_MAP_DIRS)
+
+    def make_node(name):
+        if name in _MAP_DIRS:
+            if not maps:
+                maps.update(layout_views.array_file_dirs(store, files))
+            return maps[name]
+        return make(name)
+
+    return all_names, make_node
 
 
 def _label_array(store: ArrayStore, name: str) -> DirNode:
@@ -101,7 +124,7 @@ def _fragment_path(store: ArrayStore, name: str) -> str:
 
 
 def _schema_dir(store: ArrayStore) -> DirNode:
-    def names():
+    def schema_names():
         out = [os.path.basename(f) + ".yaml" for f in store.schema_files()]
         latest = store.latest_schema_file()
         if latest:
@@ -114,13 +137,15 @@ def _schema_dir(store: ArrayStore) -> DirNode:
         if name == "current.yaml":
             return _CurrentSchemaLink(store)
         if name == "enumerations":
-            return KeyedDir(lambda: [os.path.basename(f) + ".yaml" for f in store.enumeration_files()],
-                            lambda n: _enumeration_file(store, n))
+            return KeyedDir(*_with_byte_maps(
+                store, lambda: [os.path.basename(f) + ".yaml" for f in store.enumeration_files()],
+                lambda n: _enumeration_file(store, n), store.enumeration_files))
         rel = _schema_rel(store, name[:-5])
         return yaml_file(lambda: array_views.schema_view(store, rel), store.problems, rel, "array schema",
                          mtime=_mtime(store, rel))
 
-    return KeyedDir(names, make, mtime=lambda: _mtime(store, "__schema"))
+    return KeyedDir(*_with_byte_maps(store, schema_names, make, store.schema_files),
+                    mtime=lambda: _mtime(store, "__schema"))
 
 
 class _CurrentSchemaLink(SymlinkNode):
@@ -154,13 +179,13 @@ def _metadata_file(store, name):
 
 def _commit_file(store, name):
     base = name[:-5]
-    rel = f"__commits/{base}" if store.isdir("__commits") and os.path.exists(store.abspath(f"__commits/{base}")) else base
+    rel = f"__commits/{base}" if store.isfile(f"__commits/{base}") else base
     return yaml_file(lambda: array_views.commit_view(store, rel), store.problems, rel, "commit file",
                      immutable=False, mtime=_mtime(store, rel))
 
 
 def _fragment_meta_file(store, name):
     base = name[:-5]
-    rel = f"__fragment_meta/{base}" if os.path.exists(store.abspath(f"__fragment_meta/{base}")) else base
+    rel = f"__fragment_meta/{base}" if store.isfile(f"__fragment_meta/{base}") else base
     return yaml_file(lambda: array_views.fragment_meta_view(store, rel), store.problems, rel,
                      "consolidated fragment metadata", mtime=_mtime(store, rel))

@@ -9,8 +9,6 @@ each of its arrays as arrays/<name>/ with that tree.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..format.zero.book_keeping import book_keeping_to_dict
@@ -18,7 +16,7 @@ from ..format.zero.names import name_to_dict
 from ..format.zero.schema import COORDS, schema_to_dict
 from ..store.zero_array import (BOOK_KEEPING_FILE, COORDINATES, DATA, SCHEMA_FILE, VAR, ZeroArrayStore,
                                 ZeroFragment, ZeroWorkspaceStore)
-from . import array_views
+from ..store.problems import merged
 from .common import CachedFile, KeyedDir, LiveFile, guarded, yaml_file
 from .fragment_views import RawFile, guarded_children
 from .nodes import BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
@@ -36,13 +34,14 @@ def build_zero_root(store) -> DirNode:
 # -- workspace --------------------------------------------------------------------------
 
 def workspace_root(ws: ZeroWorkspaceStore) -> DirNode:
-    mtime = lambda: _mtime(ws.path)
-    readme = BytesFile(lambda: WORKSPACE_README.encode(), immutable=True, mtime=_mtime(ws.path))
+    root = workspace_files(ws)
+    mtime = lambda: _mtime(root, "")
+    readme = BytesFile(lambda: WORKSPACE_README.encode(), immutable=True, mtime=_mtime(root, ""))
     summary = LiveFile(guarded(lambda: to_yaml(workspace_summary(ws)), ws.problems, "", "workspace summary"),
-                       mtime=_mtime(ws.path))
+                       mtime=_mtime(root, ""))
     arrays = KeyedDir(lambda: [escape_name(p) for p in ws.array_paths()],
                       lambda name: _lazy_array(ws, unescape_name(name)), mtime=mtime)
-    files = KeyedDir(lambda: [n for n, _ in ws.other_files()], lambda name: _workspace_file(ws, name), mtime=mtime)
+    files = KeyedDir(lambda: [n for n, _ in ws.other_files()], lambda name: StoreFile(root, name), mtime=mtime)
     return DynamicDir(lambda: {"README.txt": readme, "workspace.yaml": summary, "arrays": arrays, "files": files},
                       mtime)
 
@@ -55,35 +54,38 @@ def _lazy_array(ws: ZeroWorkspaceStore, rel: str) -> DirNode:
             holder["root"] = array_root(ws.array(rel))
         return holder["root"].children()
 
-    return DynamicDir(children, lambda: _mtime(ws.abspath(rel)))
+    return DynamicDir(children, lambda: _mtime(ws.array(rel), ""))
 
 
-class _PlainFile(FileNode):
-    def __init__(self, path: str):
-        self._path = path
+def workspace_files(ws: ZeroWorkspaceStore):
+    """What reads the files at the workspace root: the workspace store itself once it reads files,
+    else an array store rooted there (as `ws.array` roots one at each array), whose reads never
+    follow a symlink nor open anything but a regular file."""
+    if all(hasattr(ws, m) for m in ("pread", "file_size", "stat")):
+        return ws
+    return ZeroArrayStore(ws.path, cache=ws.cache)
+
+
+class StoreFile(FileNode):
+    """A file shown byte for byte, read through its store: views never open a path themselves."""
+
+    def __init__(self, store, rel: str):
+        self._store, self._rel = store, rel
 
     def mtime(self) -> float:
-        return _mtime(self._path)
+        return _mtime(self._store, self._rel)
 
     def size(self) -> int:
         try:
-            return os.stat(self._path).st_size
-        except OSError:
-            raise ViewError(f"{self._path} vanished") from None
+            return self._store.file_size(self._rel)
+        except OSError as exc:
+            raise ViewError(f"{self._rel}: not readable ({exc})") from None
 
     def read(self, offset: int, size: int) -> bytes:
         try:
-            fd = os.open(self._path, os.O_RDONLY)
-        except OSError:
-            raise ViewError(f"{self._path} vanished") from None
-        try:
-            return os.pread(fd, size, offset)
-        finally:
-            os.close(fd)
-
-
-def _workspace_file(ws: ZeroWorkspaceStore, name: str) -> FileNode:
-    return _PlainFile(ws.abspath(name))
+            return self._store.pread(self._rel, offset, size)
+        except OSError as exc:
+            raise ViewError(f"{self._rel}: not readable ({exc})") from None
 
 
 def workspace_summary(ws: ZeroWorkspaceStore) -> dict:
@@ -107,7 +109,7 @@ def workspace_summary(ws: ZeroWorkspaceStore) -> dict:
     out["files"] = {n: size for n, size in ws.other_files()}
     problems = list(ws.problems.items)
     for rel in ws.array_paths():
-        problems += [p for p in ws.array(rel).all_problems() if p not in problems]
+        problems += [p for p in ws.array(rel).findings() if p not in problems]
     out["problems"] = problems
     return out
 
@@ -116,14 +118,14 @@ def workspace_summary(ws: ZeroWorkspaceStore) -> dict:
 
 def array_root(store: ZeroArrayStore) -> DirNode:
     problems = store.problems
-    mtime = lambda: _mtime(store.path)
-    readme = BytesFile(lambda: ARRAY_README.encode(), immutable=True, mtime=_mtime(store.path))
+    mtime = lambda: _mtime(store, "")
+    readme = BytesFile(lambda: ARRAY_README.encode(), immutable=True, mtime=_mtime(store, ""))
     summary = LiveFile(guarded(lambda: to_yaml(array_summary(store)), problems, "", "array summary"),
-                       mtime=_mtime(store.path))
+                       mtime=_mtime(store, ""))
     schema_dir = KeyedDir(lambda: [SCHEMA_VIEW, "current.yaml"] if store.schema_files() else [],
                           lambda name: SymlinkNode(SCHEMA_VIEW) if name == "current.yaml" else yaml_file(
                               lambda: schema_to_dict(store.zero_schema()), problems, SCHEMA_FILE, "0.x array schema",
-                              immutable=False, mtime=_mtime(store.abspath(SCHEMA_FILE))), mtime=mtime)
+                              immutable=False, mtime=_mtime(store, SCHEMA_FILE)), mtime=mtime)
     fragments = KeyedDir(store.fragment_paths, lambda name: fragment_dir(store.fragment(name)), mtime=mtime)
     return DynamicDir(lambda: {"README.txt": readme, "array.yaml": summary, "schema": schema_dir,
                                "fragments": fragments}, mtime)
@@ -145,8 +147,8 @@ def array_summary(store: ZeroArrayStore) -> dict:
                      "uncommitted_fragments": len(uncommitted), "schemas": len(store.schema_files())}
     if uncommitted:
         out["uncommitted_fragments"] = uncommitted
-    out["sizes"] = array_views._sizes(store.path)
-    out["problems"] = store.all_problems()
+    out["sizes"] = store.disk_usage()
+    out["problems"] = store.findings()
     return out
 
 
@@ -200,7 +202,7 @@ def fragment_summary(frag: ZeroFragment) -> dict:
     except Exception:
         pass  # recorded in problems
     out["files"] = {name: size for name, size in frag.files()}
-    out["problems"] = list(frag.problems.items)
+    out["problems"] = merged(frag.store.fragment_findings(frag), frag.problems.items)
     return out
 
 
@@ -332,6 +334,22 @@ def _dim_files(frag: ZeroFragment, field, d: int) -> dict:
 
         out[f"tile_{k}.txt"] = CachedFile(frag.store.cache, ("zero dimtxt", frag.store.path, frag.rel, d, k),
                                           guarded(text, frag.problems, f"{frag.rel}/{COORDS}", f"tile {k}"), mtime=t)
+        out[f"tile_{k}.yaml"] = CachedFile(frag.store.cache, ("zero dimyaml", frag.store.path, frag.rel, d, k),
+                                           guarded(lambda k=k: to_yaml(coords_dim_record(frag, field, d, k)),
+                                                   frag.problems, f"{frag.rel}/{COORDS}", f"tile {k}"), mtime=t)
+    return out
+
+
+def coords_dim_record(frag: ZeroFragment, field, d: int, k: int) -> dict:
+    """Tile K of one dimension: nothing of it is stored apart, so its record is the __coords tile
+    it is cut from (where it is on disk, its codec, how it decoded), and where the column sits in it."""
+    s = frag.schema()
+    out = tile_record(frag, field, k)
+    out.update({"field": s.dimensions[d], "stem": escape_name(s.dimensions[d]), "dimension_index": d,
+                "datatype": s.coord_type.name, "derived_from": f"{COORDS}/tile_{k}.bin",
+                "coords_layout": f"interleaved: each cell's {s.dim_num} coordinates together, this dimension's "
+                                 f"at byte {d * s.coord_type.size} of every {s.coords_size}-byte cell",
+                "size": frag.tile_cell_num(k) * s.coord_type.size})
     return out
 
 
@@ -414,9 +432,9 @@ def unescape_name(name: str) -> str:
     return unquote(name)
 
 
-def _mtime(path: str) -> float:
+def _mtime(store, rel: str) -> float:
     try:
-        return os.stat(path).st_mtime
+        return store.stat(rel).st_mtime
     except OSError:
         return 0.0
 
@@ -454,7 +472,8 @@ byte offset, is under `problems` in array.yaml and in the fragment's fragment.ya
       tile_K.yaml         where tile K is on disk, its codec, and for var-sized
                           attributes the offsets both as stored and tile-relative
     dims/__coords/        the coordinates tiles as stored (interleaved per cell)
-    dims/<dimension>/     the same coordinates split per dimension
+    dims/<dimension>/     the same coordinates split per dimension; its tile_K.yaml
+                          names the __coords tile it is cut from
     raw/                  the fragment's files, byte for byte
 
 Tile numbers K start at 0 and follow the order of tiles in the data file.

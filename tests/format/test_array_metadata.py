@@ -187,6 +187,7 @@ def test_consolidated_metadata_and_vac(history, tmp_path):
         assert_matches_tiledb(merge_metadata(meta_files(uri)), A)
 
 
+@pytest.mark.backcompat
 def test_backcompat_metadata():
     v4 = merge_metadata(meta_files(glob.glob(f"{BACKCOMPAT}/v04/*")[0]))
     assert {k: r.value for k, r in v4.items()} == {

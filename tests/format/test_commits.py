@@ -346,6 +346,7 @@ def test_consolidated_commits_corruption():
     assert e.value.offset == 34
 
 
+@pytest.mark.backcompat
 def test_backcompat_con_files():
     for v in ("v18", "v19"):
         path = [os.path.join(r, f) for r, _, fs in os.walk(f"{BACKCOMPAT}/{v}") for f in fs if f.endswith(".con")][0]

@@ -126,6 +126,7 @@ def test_extend_writes_a_new_file(tmp_path):
         assert list(A.enum("e").values()) == list(after.values)
 
 
+@pytest.mark.backcompat
 def test_backcompat_enumerations():
     files = sorted(glob.glob(f"{BACKCOMPAT}/v2[01]/*/__schema/__enumerations/*"))
     assert len(files) == 8

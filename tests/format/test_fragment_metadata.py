@@ -21,7 +21,7 @@ from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.schema import parse_schema
 
 FMD = "__fragment_metadata.tdb"
-from corpus import BACKCOMPAT
+import corpus  # noqa: E402  (tests/corpus.py: the back-compat corpus)
 U64_MAX = 2**64 - 1
 
 
@@ -525,8 +525,9 @@ def test_v8_percent_encoding():
     assert fm.encode_v8_name('"<>\\|') == "%22%20%2D%30%3C"
 
 
+@pytest.mark.backcompat
 def test_v4_field_space_has_coords_slot_only():
-    sch = load_schemas(os.path.join(BACKCOMPAT, "v03", "vcf_ingested_2samples_data"))["__array_schema.tdb"]
+    sch = load_schemas(corpus.array("v03"))["__array_schema.tdb"]
     space = fm.build_field_space(sch, 3)
     A = len(sch.attributes)
     assert space.count == A + 1 and space.var_count == A
@@ -929,9 +930,10 @@ def test_null_non_empty_domain_padding(tmp_path):
         fm.parse_footer(bytes(bad), FMD, frag.schema, 0, len(bad), 22)
 
 
+@pytest.mark.backcompat
 def test_v11_footer_with_and_without_fragment_offset():
     """§8 #11: TileDB 2.7 wrote no fragment min/max offset in v11; later back-compat writers add one."""
-    uri = os.path.join(BACKCOMPAT, "v13", "tiledbsc_obs")
+    uri = corpus.array("v13")
     (frag,) = fragments(uri)
     off, length = frag.footer_offset, frag.footer_length
     footer = bytearray(frag.data[off:off + length])       # v13 = v11 layout + fragment offset
@@ -1018,21 +1020,15 @@ def test_var_min_max_offsets_checked():
 # ---------------------------------------------------------------------------
 
 def _backcompat_arrays():
-    out = []
-    if not os.path.isdir(BACKCOMPAT):
-        return out
-    for vdir in sorted(os.listdir(BACKCOMPAT)):
-        if not vdir.startswith("v") or not vdir[1:3].isdigit():
-            continue
-        base = os.path.join(BACKCOMPAT, vdir)
-        for arr in sorted(os.listdir(base)):
-            uri = os.path.join(base, arr)
-            if os.path.isdir(uri) and fragment_dirs(uri):
-                out.append((int(vdir[1:3]), uri))
-    return out
+    """(format version, array) for every corpus array with fragments, from its folder name ("v05" -> 5)."""
+    out = [pytest.param(int(folder[1:3]), uri, id=f"{int(folder[1:3])}-{os.path.basename(uri)}")
+           for folder, uri in corpus.arrays()
+           if folder.startswith("v") and folder[1:3].isdigit() and fragment_dirs(uri)]
+    return out or [pytest.param(None, None, id="corpus-absent")]   # skipped by the backcompat marker, saying why
 
 
-@pytest.mark.parametrize("version,uri", _backcompat_arrays(), ids=lambda x: str(x).rsplit("/", 1)[-1])
+@pytest.mark.backcompat
+@pytest.mark.parametrize("version,uri", _backcompat_arrays())
 def test_backcompat(version, uri):
     schemas = load_schemas(uri)
     paths = fragment_dirs(uri)
@@ -1084,7 +1080,8 @@ def test_backcompat(version, uri):
 # ---------------------------------------------------------------------------
 
 def _legacy(version_dir: str):
-    uri = os.path.join(BACKCOMPAT, version_dir, os.listdir(os.path.join(BACKCOMPAT, version_dir))[0])
+    """The schema, fragment folder and legacy metadata of the one fragment of a format 1/2 corpus array."""
+    uri = corpus.array(version_dir)      # skips the test, saying why, if the corpus is missing
     sch = load_schemas(uri)["__array_schema.tdb"]
     (path,) = fragment_dirs(uri)
     data = open(os.path.join(path, FMD), "rb").read()
@@ -1092,6 +1089,7 @@ def _legacy(version_dir: str):
     return sch, path, meta
 
 
+@pytest.mark.backcompat
 def test_legacy_footer_has_the_footer_keys_of_its_version():
     """A v1/v2 fragment has no footer: footer.yaml shows the footer keys it has, then the inline lists."""
     sch, path, meta = _legacy("v02")
@@ -1109,6 +1107,7 @@ def test_legacy_footer_has_the_footer_keys_of_its_version():
     assert fm.legacy_footer(meta, dense=True).sparse_tile_num == 0
 
 
+@pytest.mark.backcompat
 def test_coords_zipped_only_in_format_1_without_a_compressor():
     """§5.2: format 1 zipped the coordinates unless the coords pipeline compresses; later formats split them."""
     from tdbfs.format.filters import FilterPipeline, FilterSpec
@@ -1122,6 +1121,7 @@ def test_coords_zipped_only_in_format_1_without_a_compressor():
     assert fm.coords_zipped(1, sch.coords_filters)       # the v1 sample: no coords compressor
 
 
+@pytest.mark.backcompat
 def test_split_coords_zipped_and_unzipped():
     sch, _, _ = _legacy("v01")
     dims = sch.dimensions

@@ -74,6 +74,7 @@ def test_schema_meta_and_commit_names(written):
     assert d.extension == ".del" and d.format_version == 22 and d.name_version == 3
 
 
+@pytest.mark.backcompat
 def test_legacy_names():
     v1 = parse_fragment_name("__5dc2cc9cce204a189f825fd4919d0c55_1541540586869")
     assert os.path.isdir(f"{BACKCOMPAT}/v01/non_split_coords_v1_4_0/{v1.name}")
@@ -98,6 +99,7 @@ KNOWN_DIRS = {"__schema", "__meta", "__commits", "__fragment_meta", "__fragments
               "__group"}
 
 
+@pytest.mark.backcompat
 def test_every_name_in_the_corpus_parses():
     """Every `__...` entry of the corpus that is not a fixed name is a timestamped name."""
     seen = 0

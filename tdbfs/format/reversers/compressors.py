@@ -22,15 +22,35 @@ def _zstd() -> zstandard.ZstdDecompressor:
     return d
 
 
+#: An LZ4 block codes at most 255 output bytes per input byte (every extra length byte adds 255).
+LZ4_MAX_RATIO = 255
+
+
+def zstd_decompress(part, out_len: int) -> bytes:
+    """One zstd frame of at most `out_len` bytes. The frame header's content size, when written,
+    decides what python-zstandard allocates (not max_output_size), so it is checked first."""
+    size = zstandard.frame_content_size(part)  # -1: not written; ZstdError on a broken header
+    if size > out_len:
+        raise StageError(f"the zstd frame says it holds {size} bytes, more than the {out_len} expected")
+    return _zstd().decompress(part, max_output_size=out_len)
+
+
+def lz4_decompress(part, out_len: int) -> bytes:
+    """One LZ4 block of `out_len` bytes; lz4 allocates `out_len` up front, so it must be reachable."""
+    if out_len > LZ4_MAX_RATIO * len(part) + 16:
+        raise StageError(f"{len(part)} bytes of LZ4 cannot decode to the {out_len} bytes expected")
+    return lz4.block.decompress(part, uncompressed_size=out_len)
+
+
 def _decompress(fid: int, part: memoryview, out_len: int) -> bytes:
     if not out_len:
         return b""
     if fid == 2:
-        return _zstd().decompress(part, max_output_size=out_len)
+        return zstd_decompress(part, out_len)
     if fid == 1:
         return zlib.decompressobj().decompress(part, out_len)
     if fid == 3:
-        return lz4.block.decompress(part, uncompressed_size=out_len)
+        return lz4_decompress(part, out_len)
     if fid == 5:
         return bz2.BZ2Decompressor().decompress(bytes(part), max_length=out_len)
     raise StageError(f"no codec for filter {fid}")  # pragma: no cover - filter_reversal routes only these ids

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..cursor import Cursor
 from ..errors import FormatError
+from ..errors import safety_net
 from .schema import ZeroSchema
 
 STRUCTURE = "book-keeping"
@@ -48,6 +49,7 @@ def gunzip(data: bytes, file: str) -> bytes:
     return out
 
 
+@safety_net("book-keeping")
 def parse_book_keeping(gz: bytes, file: str, schema: ZeroSchema) -> BookKeeping:
     data = gunzip(gz, file)
     # offsets are positions in the decompressed stream

@@ -14,8 +14,9 @@ import lz4.block
 import numpy as np
 
 from ..errors import FormatError
+from ..errors import safety_net
 from ..reversers.common import StageError
-from ..reversers.compressors import _zstd, rle_decode
+from ..reversers.compressors import lz4_decompress, rle_decode, zstd_decompress
 from .schema import Codec
 
 BLOSC_IDS = (4, 5, 6, 7, 8, 9)
@@ -30,6 +31,7 @@ class TileLayout:
     shuffle_size: int     # bitshuffle element size
 
 
+@safety_net("tile", offset_arg="offset")
 def decode_tile(raw: bytes, codec: Codec, layout: TileLayout, out_len: int, file: str, offset: int,
                 structure: str) -> tuple[bytes, dict]:
     """(decoded bytes, record of what was undone). `offset` is where `raw` starts in `file`."""
@@ -68,9 +70,9 @@ def _decompress(raw: bytes, compressor: int, out_len: int, layout: TileLayout) -
             raise StageError("the zlib stream is truncated (no end of stream)")
         return out
     if compressor == 2:
-        return _zstd().decompress(raw, max_output_size=out_len)
+        return zstd_decompress(raw, out_len)
     if compressor == 3:
-        return lz4.block.decompress(raw, uncompressed_size=out_len)
+        return lz4_decompress(raw, out_len)
     if compressor == 10:
         return rle_decode(memoryview(raw), out_len, layout.rle_value_size)
     if compressor in BLOSC_IDS:

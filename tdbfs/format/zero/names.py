@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import FormatError
+from ..errors import safety_net
 from ..names import iso8601_ms
 
 _UUID36 = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -32,6 +33,7 @@ class ZeroFragmentName:
     timestamp_iso: str | None
 
 
+@safety_net("fragment name", file_arg="name")
 def parse_fragment_name(name: str) -> ZeroFragmentName:
     hidden = name.startswith(".")
     body = name[1:] if hidden else name

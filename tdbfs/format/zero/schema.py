@@ -13,6 +13,7 @@ import numpy as np
 
 from ..cursor import Cursor
 from ..datatypes import DATATYPES, Datatype
+from ..errors import safety_net
 
 STRUCTURE = "0.x array schema"
 VAR_NUM = 0x7FFFFFFF          # TILEDB_VAR_NUM = INT_MAX
@@ -125,6 +126,7 @@ class ZeroSchema:
         raise KeyError(name)
 
 
+@safety_net("array schema")
 def parse_schema(data: bytes, file: str = "__array_schema.tdb") -> ZeroSchema:
     c = Cursor(data, file, STRUCTURE)
     version = workspace = None

@@ -1,0 +1,223 @@
+"""Findings that need only listings, `lstat` and the footers: the state of an array's folders.
+
+They are computed again whenever a summary is rendered (fragment.yaml, array.yaml) and by
+`tdbfs check`, from the same functions, so the mount and `check` list them in the same words
+from the first read: commit state, missing and extra files, file sizes against the footer,
+entries that are not regular files (never opened), commits and vacuum lists that name
+fragments which are not there.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .local_files import FOLDER, REGULAR, NotRegularError
+from .problems import ERROR, WARNING, merged, problem
+
+#: entries TileDB itself keeps at an array's root (formats 1-22), by kind
+_ROOT_FOLDERS = {"__schema", "__meta", "__commits", "__fragment_meta", "__fragments", "__labels"}
+_ROOT_FILES = {"__array_schema.tdb", "__lock.tdb"}
+_ROOT_FILE_SUFFIXES = (".ok", ".vac", ".meta")   # commit markers, vacuum lists, consolidated metadata (< 12)
+
+
+def not_regular(rel: str, entry) -> dict:
+    """The finding for an entry that is not a regular file: the same words as the error raised when
+    something tries to open it (local_files.NotRegularError), so it is listed once."""
+    return problem(rel, "file", None, NotRegularError(rel, entry.kind, entry.target).strerror)
+
+
+def _not_folder(rel: str, entry, what: str) -> dict:
+    target = f" (to {entry.target})" if entry.target is not None else ""
+    return problem(rel, "folder", None, f"{what} is a {entry.kind}{target}, not a folder: it is never followed")
+
+
+# -- the array ------------------------------------------------------------------------------
+
+def array_findings(store) -> list[dict]:
+    """What the root's and the array folders' listings show, and what the commits say of fragments."""
+    if getattr(store, "zero_layout", None):
+        return _zero_array_findings(store)
+    out: list[dict] = []
+    fragment_names = {os.path.basename(p) for p in store.fragment_paths()}
+    for e in store.entries(""):
+        if e.name in _ROOT_FOLDERS:
+            if not e.is_dir:
+                out.append(_not_folder(e.name, e, e.name))
+            continue
+        if e.name in fragment_names:
+            continue
+        if e.name in _ROOT_FILES or e.name.endswith(_ROOT_FILE_SUFFIXES):
+            if not e.is_file:
+                out.append(not_regular(e.name, e))
+            continue
+        if e.name.startswith("__") and _looks_like_fragment(e.name) and not e.is_dir:
+            out.append(_not_folder(e.name, e, "a fragment folder"))
+            continue
+        out.append(_extra(e.name, e, "the array folder"))
+    if store.isdir("__fragments"):
+        for e in store.entries("__fragments"):
+            rel = f"__fragments/{e.name}"
+            if e.is_dir:
+                if not _looks_like_fragment(e.name):
+                    out.append(problem(rel, "fragment folder", None, "not a fragment name: TileDB ignores this "
+                                                                     "folder", WARNING))
+            elif e.kind == REGULAR:
+                out.append(_extra(rel, e, "__fragments/"))
+            else:
+                out.append(_not_folder(rel, e, "a fragment folder"))
+    for folder in ("__schema", "__schema/__enumerations", "__meta", "__commits", "__fragment_meta"):
+        for e in store.entries(folder):
+            rel = f"{folder}/{e.name}"
+            if e.is_file or (folder == "__schema" and e.name == "__enumerations" and e.is_dir):
+                continue
+            out.append(not_regular(rel, e) if e.kind != FOLDER else _extra(rel, e, f"{folder}/"))
+    out += _commit_findings(store, fragment_names)
+    return out
+
+
+def _zero_array_findings(store) -> list[dict]:
+    """A 0.x array: entries of its root that are neither regular files nor real folders."""
+    return [not_regular(e.name, e) for e in store.entries("") if not e.is_file and not e.is_dir]
+
+
+def _extra(rel: str, entry, where: str) -> dict:
+    if entry.is_file:
+        return problem(rel, "extra file", None, f"not part of a TileDB array ({entry.size} bytes in {where}): "
+                                                 "TileDB ignores it", WARNING)
+    if entry.is_dir:
+        return problem(rel, "extra folder", None, f"not part of a TileDB array (a folder in {where}): "
+                                                   "TileDB ignores it", WARNING)
+    return not_regular(rel, entry)
+
+
+def _commit_findings(store, live: set) -> list[dict]:
+    from ..format import commits
+
+    out = []
+    ignored: set = set()
+    for rel in store.commit_files():
+        if rel.endswith(".ign"):
+            entries = store.attempt(lambda rel=rel: commits.parse_ignore_file(store.read_file(rel), rel),
+                                    rel, "ignore file")
+            ignored.update(os.path.basename(e.rstrip("/")) for e in entries or ())
+    for rel in store.commit_files():
+        base = os.path.basename(rel)
+        if base.endswith((".wrt", ".ok")):
+            frag = base.rsplit(".", 1)[0]
+            if frag not in live:
+                out.append(problem(rel, "commit file", None, f"commits fragment {frag}, which is not in the array"))
+        elif base.endswith(".con"):
+            con = store.attempt(lambda rel=rel: store.parsed(
+                "con", rel, lambda d: commits.parse_consolidated_commits(d, rel)), rel, "consolidated commits")
+            for entry in (con.entries if con else ()):
+                name = entry.path.rsplit("/", 1)[-1]
+                if name.endswith(".wrt") and name[:-4] not in live and name not in ignored:
+                    out.append(problem(rel, "consolidated commits", None,
+                                       f"commits fragment {name[:-4]}, which is not in the array"))
+        elif not base.endswith((".vac", ".ign", ".del", ".upd")):
+            out.append(problem(rel, "commit file", None, "unknown kind of commit file: TileDB ignores it", WARNING))
+    for name, vac in store.vacuum_lists().items():
+        if name in live:
+            out.append(problem(vac, "vacuum file", None, f"lists the live fragment {name}: consolidated but not "
+                                                         "yet vacuumed, TileDB reads the consolidated fragment "
+                                                         "instead", WARNING))
+    return out
+
+
+def _looks_like_fragment(name: str) -> bool:
+    from ..format.names import try_parse_name
+    try:
+        return try_parse_name(name) is not None
+    except Exception:  # noqa: BLE001 -- a name that does not parse is not a fragment's
+        return False
+
+
+# -- one fragment ----------------------------------------------------------------------------
+
+def fragment_findings(frag) -> list[dict]:
+    """What the fragment folder's listing, the commits and the footer's file sizes show."""
+    from .fragment import DATA, VAR, VALIDITY
+
+    out: list[dict] = []
+    entries = {e.name: e for e in frag.store.entries(frag.rel)}
+    for e in entries.values():
+        if not e.is_file:
+            out.append(not_regular(f"{frag.rel}/{e.name}", e) if e.kind != FOLDER
+                       else _extra(f"{frag.rel}/{e.name}", e, "a fragment folder"))
+    if getattr(frag.store, "zero_layout", None):
+        return out  # a 0.x fragment's commit state and files are said by its book-keeping's parse
+    if not frag.committed:
+        out.append(problem(frag.rel, "fragment", None, "no commit marks this fragment: TileDB ignores it "
+                                                       "(a write that did not finish, or a lost commit file)"))
+    md = f"{frag.rel}/{frag.METADATA_FILE}"
+    if frag.METADATA_FILE not in entries:
+        out.append(problem(md, "fragment metadata", None, "file missing: the fragment cannot be read"))
+        return out
+    if not entries[frag.METADATA_FILE].is_file:
+        return out
+    try:
+        footer = frag.footer()
+        fields = frag.stored_fields()
+    except Exception:  # noqa: BLE001 -- recorded among the fragment's problems by the footer's parse
+        return out
+    expected = {frag.METADATA_FILE}
+    for f in fields:
+        for stream in [DATA] + ([VAR] if f.var_sized else []) + ([VALIDITY] if f.nullable else []):
+            name = {DATA: f.file, VAR: f.var_file, VALIDITY: f.validity_file}[stream]
+            expected.add(name)
+            p = data_file_finding(frag, f, stream, entries.get(name))
+            if p is not None:
+                out.append(p)
+    if footer.version >= 5:
+        for name in sorted(set(entries) - expected):
+            if entries[name].is_file:
+                out.append(problem(f"{frag.rel}/{name}", "extra file", None,
+                                   "not named by the footer's fields: TileDB ignores it", WARNING))
+    return out
+
+
+def data_file_finding(frag, field, stream: str, entry) -> dict | None:
+    """A data file missing, or of another size than the footer says (None: as the footer says).
+    Reading a tile from a missing file gives this same finding."""
+    from .fragment import DATA, VAR, VALIDITY
+
+    footer = frag.footer()
+    name = {DATA: field.file, VAR: field.var_file, VALIDITY: field.validity_file}[stream]
+    rel = f"{frag.rel}/{name}"
+    sizes = {DATA: footer.file_sizes, VAR: footer.file_var_sizes, VALIDITY: footer.file_validity_sizes}[stream]
+    declared = int(sizes[field.idx]) if sizes is not None and field.idx < len(sizes) else None
+    if entry is None:
+        if stream == DATA and frag.offsets_embedded(field):
+            return None  # the lengths live in the var data (§3.4): the offsets file may be absent
+        try:
+            ntiles = frag.tile_count(field.idx)
+        except Exception:  # noqa: BLE001 -- the tile offsets' own problem says why
+            ntiles = None
+        if ntiles == 0:
+            return None
+        held = f"{ntiles} tiles of {field.stem} are in it" if ntiles else f"the data of {field.stem} is in it"
+        return problem(rel, "data file", None, f"file missing ({held})")
+    if not entry.is_file:
+        return None  # said by not_regular
+    if declared is not None and declared != entry.size:
+        return problem(rel, "data file", min(declared, entry.size),
+                       f"the footer says {declared} bytes, the file has {entry.size}")
+    return None
+
+
+def all_findings(store) -> list[dict]:
+    """Everything known to be wrong with the array now: the listings' findings for the array and every
+    fragment, then what decoding found (array-level files, then each fragment, then the rest)."""
+    frags = store.fragments()
+    lists = [array_findings(store)]
+    for frag in frags:
+        lists.append(store.fragment_findings(frag))
+        # a decoded structure may have found more since: the fragment's own log, as fragment.yaml shows it
+    lists.append(store.problems.items)
+    for frag in frags:
+        lists.append(frag.problems.items)
+    lists.append(store.all_problems())
+    return merged(*lists)
+
+
+__all__ = ["array_findings", "fragment_findings", "data_file_finding", "all_findings", "ERROR", "WARNING"]
