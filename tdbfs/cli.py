@@ -18,6 +18,8 @@ import sys
 import time
 
 from . import __version__
+from .format.errors import FormatError
+from .text import shown
 
 PROG = "tdbfs"
 DEFAULT_CACHE_MB = 512
@@ -201,6 +203,9 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # `tdbfs cat ... | head`
         _silence_stdout()
         return 0
+    except FormatError as exc:  # damage a view let through: where it is, as the problem lists say it
+        _error(f"cannot be read: {shown(str(exc))}")
+        return 1
     except Exception as exc:  # a bug: still one line, unless --debug
         if getattr(args, "debug", False):
             import traceback
@@ -210,7 +215,7 @@ def main(argv=None) -> int:
 
 
 def _error(message: str) -> None:
-    message = " ".join(str(message).split())  # always one line
+    message = " ".join(shown(str(message)).split())  # always one line
     print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
 
 
@@ -542,6 +547,8 @@ def cmd_mount(args) -> int:
     mnt = os.path.abspath(args.mountpoint)
     if args.foreground:
         from . import fuse_ops
+        # before numpy or the store start threads that would otherwise take the signal
+        fuse_ops.catch_stop_signals()
         key = _read_key_fd(args.key_fd) if args.key_fd is not None else None
         options = _fuse_options(args)
         if "fsname" not in _option_keys(args.options):
@@ -607,7 +614,8 @@ def _fuse_options(args):
 def _setup_logging(log_file: str | None, debug: bool) -> None:
     if log_file:
         try:
-            handler: logging.Handler = logging.FileHandler(log_file)
+            # names that are not UTF-8 reach the log escaped, never as a "Logging error"
+            handler: logging.Handler = logging.FileHandler(log_file, encoding="utf-8", errors="backslashreplace")
         except OSError as exc:
             raise CliError(f"cannot write the log file {log_file}: {exc.strerror}") from None
     else:

@@ -723,7 +723,7 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
         raise RuntimeError(problem)
     options = options or FuseOptions()
     options.foreground = True
-    stopper = _SignalStopper(mountpoint) if threading.current_thread() is threading.main_thread() else None
+    stopper = catch_stop_signals() if threading.current_thread() is threading.main_thread() else None
 
     def started():
         if stopper is not None:
@@ -736,13 +736,16 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
     log.info("mounting on %s with libfuse %s.%s (%s): %s", mountpoint, mfusepy.fuse_version_major,
              mfusepy.fuse_version_minor, getattr(mfusepy, "_libfuse_path", "?"),
              ",".join(k if v is True else f"{k}={v}" for k, v in kwargs.items() if v is not False))
-    if stopper is not None:
-        stopper.start()
     try:
-        _fuse_class()(ops, mountpoint, raw_fi=True, **kwargs)
-    except RuntimeError:
-        if stopper is None or stopper.signum is None:
-            raise MountError(f"libfuse could not mount {mountpoint}") from None
+        if stopper is not None:
+            stopper.mountpoint = mountpoint
+            if stopper.signum is not None:  # stopped while starting: nothing to mount
+                return stopper.signum
+        try:
+            _fuse_class()(ops, mountpoint, raw_fi=True, **kwargs)
+        except RuntimeError:
+            if stopper is None or stopper.signum is None:
+                raise MountError(f"libfuse could not mount {mountpoint}") from None
     finally:
         if stopper is not None:
             stopper.stop()
@@ -754,22 +757,31 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
     return signum
 
 
+_stopper: Optional["_SignalStopper"] = None
+
+
+def catch_stop_signals() -> "_SignalStopper":
+    """From now on SIGINT/SIGTERM/SIGHUP stop this process's mount by unmounting it (main thread only).
+
+    The signals are blocked, so threads started afterwards (numpy's, the store's, libfuse's)
+    never run a handler, and one thread takes them with sigwait: call this before anything
+    starts a thread. `serve` calls it too."""
+    global _stopper
+    if _stopper is None:
+        _stopper = _SignalStopper()
+    return _stopper
+
+
 class _SignalStopper:
-    """Turns SIGINT/SIGTERM/SIGHUP into a lazy unmount, which ends the FUSE loop normally.
+    """Turns a stop signal into a lazy unmount, which ends the FUSE loop normally."""
 
-    The signals are blocked before libfuse starts (its threads inherit the mask), so its
-    own handlers never run, and one thread takes them with sigwait."""
-
-    def __init__(self, mountpoint: str):
-        self.mountpoint = mountpoint
+    def __init__(self):
+        self.mountpoint: Optional[str] = None
         self.live = threading.Event()      # set once the kernel has answered FUSE_INIT
         self.signum: Optional[int] = None
         self._done = False
-        self._thread = threading.Thread(target=self._run, name="tdbfs-signals", daemon=True)
-        self._old_mask = None
-
-    def start(self) -> None:
         self._old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        self._thread = threading.Thread(target=self._run, name="tdbfs-signals", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -777,9 +789,9 @@ class _SignalStopper:
         if self._done:
             return
         self.signum = signum
-        log.info("%s received: unmounting %s", signal.Signals(signum).name, self.mountpoint)
-        # a signal during start-up: unmounting before the mount exists would leave it
-        # serving, so wait for it (a mount that fails ends serve(), and this thread with it)
+        log.info("%s received: unmounting", signal.Signals(signum).name)
+        # unmounting before the mount exists would leave it serving once it comes up: wait
+        # for it (a mount that fails, or that serve() never starts, ends this wait)
         while not self.live.wait(0.1):
             if self._done:
                 return
@@ -788,12 +800,14 @@ class _SignalStopper:
             log.error("cannot unmount %s: %s", self.mountpoint, message)
 
     def stop(self) -> None:
+        global _stopper
         self._done = True
         if self._thread.is_alive() and self.signum is None:
             signal.pthread_kill(self._thread.ident, signal.SIGHUP)  # wake sigwait: nothing to do
         self._thread.join(timeout=5)
-        if self._old_mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self._old_mask)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._old_mask)
+        if _stopper is self:
+            _stopper = None
 
 
 def lazy_unmount(mountpoint: str) -> tuple[bool, str]:

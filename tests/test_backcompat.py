@@ -346,7 +346,9 @@ def test_every_file_of_the_tree_reads(folder, copies):
         assert any(why in p["message"] for p in problems), problems
         return
     assert not failed, failed
-    assert problems == [], problems
+    # v09 keeps a README.md in the array folder (as its source archive does): an extra file, a warning
+    assert [p for p in problems if p["severity"] == "error"] == [], problems
+    assert all(p["structure"] == "extra file" for p in problems), problems
 
 
 @pytest.mark.backcompat

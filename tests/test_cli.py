@@ -343,7 +343,8 @@ def test_mount_ls_cat_umount(arrays, mnt, tmp_path):
     assert sorted(os.listdir(mnt / "fragments")) == fragments_of(dense)
     with open("/proc/self/mountinfo") as f:
         line = next(ln for ln in f if ln.split()[4] == os.path.realpath(mnt))
-    assert " - fuse.tdbfs tdbfs " in line and "ro" in line.split()[5].split(",")
+    # the source `mount` and `df` show is the array
+    assert f" - fuse.tdbfs {dense} " in line and "ro" in line.split()[5].split(",")
     # the same bytes as the command-line view
     via_cli = tdbfs("cat", dense, "array.yaml").stdout
     assert (mnt / "array.yaml").read_text() == via_cli
@@ -481,3 +482,34 @@ def test_stale_mount_is_reported(arrays, mnt):
     assert tdbfs("mount", arrays["dense"], mnt).returncode == 0
     assert "array.yaml" in os.listdir(mnt)
     assert tdbfs("umount", mnt).returncode == 0
+
+
+def test_daemon_environment_has_no_key(monkeypatch):
+    monkeypatch.setenv("TDBFS_ENCRYPTION_KEY", "k" * 32)
+    monkeypatch.setenv("TDBFS_KEY_FILE", "/somewhere/key")
+    env = cli._daemon_env()
+    assert "TDBFS_ENCRYPTION_KEY" not in env and "TDBFS_KEY_FILE" not in env
+    assert env["MALLOC_MMAP_THRESHOLD_"]  # the rest is kept
+
+
+def test_key_fd_is_hidden_and_read_once(tmp_path):
+    res = tdbfs("mount", "--help")
+    assert res.returncode == 0 and "--key-fd" not in res.stdout
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"0123456789abcdef0123456789abcdef")
+    os.close(write_fd)
+    key = cli._read_key_fd(read_fd)
+    assert "0123" not in repr(key)
+    with pytest.raises(OSError):
+        os.fstat(read_fd)  # closed once read
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"short")
+    os.close(write_fd)
+    with pytest.raises(cli.CliError) as info:
+        cli._read_key_fd(read_fd)
+    assert "short" not in str(info.value)
+
+
+def test_option_keys():
+    assert cli._option_keys(["allow_other,fsname=x", "attr_timeout=1"]) == {"allow_other", "fsname", "attr_timeout"}
+    assert "fsname" not in cli._option_keys([])

@@ -818,6 +818,8 @@ def test_sigterm_unmounts_cleanly(tmp_path):
         m.proc.terminate()
         m.proc.wait(timeout=10)
         assert not mounted(m.mnt)
+        assert m.proc.returncode == 0, m.log.read_text()  # unmounted, not a failed loop
+        assert "could not mount" not in m.log.read_text()
     finally:
         m.close()
 

@@ -126,8 +126,9 @@ def test_tile_text_shows_the_strings(var_arrays):
 
 
 
+@pytest.mark.backcompat
 def test_backcompat_v22_vcf_var_string_rle_and_dictionary(tmp_path):
-    src = corpus.BACKCOMPAT + "/v22/vcf_new_format_data"  # BACKCOMPAT: read in place, never written
+    src = corpus.BACKCOMPAT + "/v22/vcf_new_format_data"  # read in place, never written
     store = ArrayStore(src)
     root = build_root(store)
     (name,) = reference.list_fragments(src)

@@ -47,16 +47,17 @@ class Cursor:
 
     @property
     def remaining(self) -> int:
-        # never negative: a cursor placed past the end (an offset read from a damaged file) has nothing left
-        return max(len(self.data) - self.pos, 0)
+        # never negative, and nothing for a cursor placed outside the bytes (by a damaged offset)
+        return len(self.data) - self.pos if 0 <= self.pos <= len(self.data) else 0
 
     def at_end(self) -> bool:
         return self.pos >= len(self.data)
 
     def need(self, n: int, what: str) -> None:
-        if self.pos > len(self.data):
-            raise self.error(f"{what} would start at byte {self.base + self.pos}, past the end of the "
-                             f"{len(self.data)} bytes there", offset=len(self.data))
+        if not 0 <= self.pos <= len(self.data):
+            # an offset read from the file placed the cursor outside the bytes at hand
+            raise self.error(f"{what} would start at byte {self.base + self.pos}, outside the "
+                             f"{len(self.data)} bytes there", offset=min(max(self.pos, 0), len(self.data)))
         if n < 0 or self.pos + n > len(self.data):
             raise self.error(f"{what} needs {n} bytes but only {self.remaining} remain")
 
