@@ -199,13 +199,8 @@ class _Checker:
         md = f"{frag.rel}/{frag.METADATA_FILE}"
         self.count("files", len(frag.files()))
         store.fragment_findings(frag)
-        if frag.attempt(frag.footer, md, "footer") is None:
-            return
-        footer = frag.footer()
-        g = footer.generic_tile_offsets
-        if g is not None:
-            self._metadata_generic_tiles(frag, md, g)
-        frag.attempt(frag.rtree, md, "R-tree")
+        frag.attempt(lambda: frag.parsed_name, frag.rel, "fragment name")
+        self.count("generic_tiles", frag.decode_metadata())
         fields = frag.attempt(frag.stored_fields, md, "fields")
         for f in fields or ():
             ntiles = frag.attempt(lambda f=f: frag.tile_count(f.idx), md, f"tile offsets of {f.stem}")
@@ -214,26 +209,3 @@ class _Checker:
                     if frag.attempt(lambda k=k, f=f, stream=stream: frag.tile(f, k, stream),
                                     f"{frag.rel}/{f.stem}", f"tile {k}") is not None:
                         self.count("tiles")
-
-    def _metadata_generic_tiles(self, frag, md: str, g) -> None:
-        """Every generic tile the footer points at, decoded through the fragment (the same parse, and so
-        the same problem, as the views')."""
-        self.count("generic_tiles", 1 + sum(len(getattr(g, kind) or ()) for kind in (
-            "tile_offsets", "tile_var_offsets", "tile_var_sizes", "tile_validity_offsets", "tile_min_offsets",
-            "tile_max_offsets", "tile_sum_offsets", "tile_null_count_offsets"))
-            + (g.fragment_min_max_sum_null_count is not None) + (g.processed_conditions is not None))
-        for f in frag.attempt(frag.fields, md, "fields") or ():
-            for getter, what in ((frag.tile_offsets, "tile offsets"), (frag.tile_var_offsets, "tile var offsets"),
-                                 (frag.tile_var_sizes, "tile var sizes")):
-                frag.attempt(lambda getter=getter, f=f: getter(f.idx), md, f"{what} of {f.stem}")
-            if g.tile_validity_offsets is not None:
-                frag.attempt(lambda f=f: frag.tile_validity_offsets(f.idx), md, f"tile validity offsets of {f.stem}")
-            if g.tile_min_offsets is not None:
-                frag.attempt(lambda f=f: frag.tile_min_max("min", f.idx), md, f"tile mins of {f.stem}")
-                frag.attempt(lambda f=f: frag.tile_min_max("max", f.idx), md, f"tile maxes of {f.stem}")
-                frag.attempt(lambda f=f: frag.tile_sums(f.idx), md, f"tile sums of {f.stem}")
-                frag.attempt(lambda f=f: frag.tile_null_counts(f.idx), md, f"tile null counts of {f.stem}")
-        if g.fragment_min_max_sum_null_count is not None:
-            frag.attempt(frag.fragment_min_max_sum_null_count, md, "fragment min/max/sum/null count")
-        if g.processed_conditions is not None:
-            frag.attempt(frag.processed_conditions, md, "processed conditions")

@@ -32,7 +32,6 @@ it when no line came for OP_TIMEOUT seconds, and reports the operation that hung
 from __future__ import annotations
 
 import csv
-import dataclasses
 import errno
 import hashlib
 import io
@@ -579,6 +578,66 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# who opens what: inotify on the files the daemon must never open
+
+class OpenWatch:
+    """inotify (IN_OPEN | IN_ACCESS, not following symlinks) on paths: FIFOs and devices in the
+    array, and the files and folders outside it that symlinks point at. events() lists
+    (path, event) for every open or read since the watch began, by any process."""
+
+    IN_ACCESS, IN_OPEN, IN_DONT_FOLLOW = 0x1, 0x20, 0x02000000
+
+    def __init__(self, paths: Iterable[str | os.PathLike]):
+        import ctypes
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        self.wds: dict[int, str] = {}
+        for p in paths:
+            wd = self._libc.inotify_add_watch(self.fd, os.fsencode(os.fspath(p)),
+                                              self.IN_OPEN | self.IN_ACCESS | self.IN_DONT_FOLLOW)
+            if wd >= 0:
+                self.wds[wd] = os.fspath(p)
+        self._seen: list[tuple[str, str]] = []
+
+    def events(self) -> list[tuple[str, str]]:
+        while True:
+            try:
+                buf = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not buf:
+                break
+            at = 0
+            while at + 16 <= len(buf):
+                wd, mask, _cookie, n = struct.unpack_from("iIII", buf, at)
+                name = buf[at + 16:at + 16 + n].split(b"\0", 1)[0].decode("utf-8", "replace")
+                at += 16 + n
+                path = self.wds.get(wd, f"wd {wd}") + (f"/{name}" if name else "")
+                self._seen.append((path, "open" if mask & self.IN_OPEN else "read"))
+        return list(self._seen)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def watch_targets(root: Path, outside: Path) -> list[str]:
+    """Every FIFO and device in the array, every entry outside it."""
+    out = []
+    for base in (root, outside):
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+            for n in filenames + dirnames:
+                p = os.path.join(dirpath, n)
+                m = os.lstat(p).st_mode
+                if base == outside and not stat.S_ISLNK(m) or stat.S_ISFIFO(m) or stat.S_ISCHR(m) or stat.S_ISBLK(m):
+                    out.append(p)
+            if base == outside:
+                out.append(dirpath)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # the walker child: `damage.py --walk MNT SECRET [SUBPATH]`
 
 def _walker_main(argv: list[str]) -> int:
@@ -684,9 +743,9 @@ def _walker_main(argv: list[str]) -> int:
         res["dirs"] += 1
         names.sort(key=lambda n: (n != "fragment.yaml", n))
         for n in names:
-            if secret in n.encode("utf-8", "surrogateescape"):
-                res["secret"].append([f"{rel}/{n}", "in a file name"])
             crel = f"{rel}/{n}" if rel else n
+            if secret in n.encode("utf-8", "surrogateescape"):
+                res["secret"].append([crel, "in a file name"])
             start("lstat", crel)
             try:
                 st = os.lstat(os.path.join(mnt, crel))
@@ -849,6 +908,68 @@ def kill_daemon(pid: int | None, wait: float = 3.0) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+import contextlib
+
+
+@contextlib.contextmanager
+def mount_tracked(array: str | os.PathLike, *, fast_unmount: bool = False, **kw):
+    """tests/mounting.mounted, and afterwards the daemon stopped by its pid if it outlived the
+    unmount (a daemon stuck in an open() never would exit). fast_unmount: unmount with
+    fusermount3 -u -z directly, not `tdbfs umount` (one interpreter start less per mount)."""
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    from mounting import mounted, tdbfs_command
+    if fast_unmount:
+        kw.setdefault("command", tdbfs_command() + ["mount"])
+    made = kw.get("mountpoint") is None
+    mnt_dir = Path(tempfile.mkdtemp(prefix="tdbfs-mnt-")) if made else Path(kw["mountpoint"])
+    kw["mountpoint"] = mnt_dir
+    pid = None
+    try:
+        with mounted(array, **kw) as mnt:
+            pid = daemon_pid(mnt)
+            yield mnt
+    finally:
+        # also a daemon whose mount never answered (found by its mount point)
+        kill_daemon(pid or daemon_pid(mnt_dir))
+        if made:
+            with contextlib.suppress(OSError):
+                mnt_dir.rmdir()
+
+
+def read_view(path: str | os.PathLike, timeout: float = OP_TIMEOUT) -> tuple[bytes | None, int | None, int, int]:
+    """stat, open, read to EOF and fstat one view in a helper thread; (bytes or None, errno or None,
+    st_size, fstat size). An operation that does not return within `timeout` raises TimeoutError
+    (the thread is left blocked; the mount's teardown releases it)."""
+    import threading
+    box: dict = {}
+
+    def run():
+        try:
+            st = os.stat(path)
+            box["st"] = st.st_size
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                chunks = []
+                while True:
+                    b = os.read(fd, 1 << 20)
+                    if not b:
+                        break
+                    chunks.append(b)
+                box["fst"] = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            box["data"] = b"".join(chunks)
+        except OSError as exc:
+            box["errno"] = exc.errno
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise TimeoutError(f"reading {path} did not return within {timeout:.0f} s")
+    return box.get("data"), box.get("errno"), box.get("st", -1), box.get("fst", -1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1025,7 +1146,6 @@ def run_copy(d: Damage, pristine: dict[str, Path], workdir: str | os.PathLike, *
     """Copy d.array, damage it, mount it, walk everything, check it; every contract breach is a Failure."""
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
-    from mounting import mounted
 
     t0 = time.monotonic()
     res = CopyResult(d)
@@ -1043,12 +1163,13 @@ def run_copy(d: Damage, pristine: dict[str, Path], workdir: str | os.PathLike, *
         make_outside(outside)
         apply(d, array, outside)
         before = safe_snapshot(array), safe_snapshot(outside)
+        watch = OpenWatch(watch_targets(array, outside))
 
         walk = None
         pid = None
         alive_ok = None
         try:
-            with mounted(array) as mnt:
+            with mount_tracked(array, fast_unmount=True) as mnt:
                 pid = daemon_pid(mnt)
                 walk = walk_mount(mnt)
                 res.walk = walk
@@ -1081,7 +1202,17 @@ def run_copy(d: Damage, pristine: dict[str, Path], workdir: str | os.PathLike, *
         except AssertionError as exc:       # mount failed, or could not unmount
             fail("mount", "", "`tdbfs mount` succeeds and the mount is removed at the end", str(exc)[:1500])
         finally:
-            kill_daemon(pid)
+            kill_daemon(pid)      # mount_tracked did too; a no-op when the daemon is gone
+
+        check_doc, check_err, check_secs = run_check(array)
+        if check_err:
+            fail("check-hang" if "did not return" in check_err else "check-crash", "tdbfs check --json",
+                 "a JSON report within the time limit", check_err)
+        opened = watch.events()
+        watch.close()
+        if opened:
+            fail("opened-non-regular", opened[0][0], "no process opens or reads a FIFO, a device or anything a "
+                 "symlink points at (mount and check)", f"{len(opened)} inotify events: {sorted(set(opened))[:6]}")
 
         after = safe_snapshot(array), safe_snapshot(outside)
         diff = diff_snapshots(before[0], after[0]) + ["outside: " + x for x in diff_snapshots(before[1], after[1])]
@@ -1089,14 +1220,9 @@ def run_copy(d: Damage, pristine: dict[str, Path], workdir: str | os.PathLike, *
             fail("array-written", "", "the array and the files outside it byte-identical before and after",
                  "; ".join(diff[:10]))
 
-        check_doc, check_err, check_secs = run_check(array)
-        if check_err:
-            fail("check-hang" if "did not return" in check_err else "check-crash", "tdbfs check --json",
-                 "a JSON report within the time limit", check_err)
-
         if walk is not None and walk.result is not None:
-            _judge_walk(d, walk.result, check_doc, fail, res)
-    except Exception as exc:  # noqa: BLE001 -- a broken harness step is a failure of this copy, reported
+            _judge_walk(d, walk.result, check_doc, fail, res, array)
+    except Exception:  # noqa: BLE001 -- a broken harness step is a failure of this copy, reported
         import traceback
         fail("harness", "", "the copy is damaged, mounted and walked", traceback.format_exc()[-1500:])
     finally:
@@ -1106,12 +1232,27 @@ def run_copy(d: Damage, pristine: dict[str, Path], workdir: str | os.PathLike, *
     return res
 
 
-def _judge_walk(d: Damage, r: dict, check_doc: dict | None, fail, res: CopyResult) -> None:
+MISSING_WORDS = ("missing", "not there", "does not exist", "no such", "not found", "is gone", "absent")
+
+
+def names_a_real_path(p: dict, array: Path, d: Damage) -> bool:
+    """A problem's `file` is a path of the damaged array (relative to its root), or the damaged
+    path itself, or a file the message says is missing."""
+    f = p.get("file") or ""
+    if f in ("", ".") or os.path.lexists(array / f):
+        return True
+    if f == d.target or f.startswith(d.target + "/") or d.target.startswith(f + "/"):
+        return True
+    msg = str(p.get("message", "")).lower()
+    return any(w in msg for w in MISSING_WORDS) and os.path.isdir(array / os.path.dirname(f))
+
+
+def _judge_walk(d: Damage, r: dict, check_doc: dict | None, fail, res: CopyResult, array: Path) -> None:
     for op, rel, code, msg in r["errors"]:
         if code not in ("EIO", "ENOENT"):
             fail("errno", rel, f"{op}: only EIO or ENOENT", f"{code}: {msg}")
     for rel, stat_size, fstat_size, n in r["size_mismatch"]:
-        fail("size-mismatch", rel, f"st_size == bytes read", f"stat {stat_size}, fstat {fstat_size}, read {n} bytes")
+        fail("size-mismatch", rel, "st_size == bytes read", f"stat {stat_size}, fstat {fstat_size}, read {n} bytes")
     for rel, what, msg in r["parse"]:
         fail(f"{what}-parse", rel, f"parses as {what.upper()}" + (" with one column count" if what == "csv" else ""),
              msg)
@@ -1130,13 +1271,18 @@ def _judge_walk(d: Damage, r: dict, check_doc: dict | None, fail, res: CopyResul
         fail("problems-format", "array.yaml", "a `problems` list", why)
     probs = probs or []
     res.mount_problems = probs
-    for where, plist in [("array.yaml (after the walk)", probs)] + [
+    for where, plist in [("array.yaml (after the walk)", probs),
+                         ("array.yaml (first read)", problems_of(r["first"].get("array.yaml"))[0] or [])] + [
             (f"{rel} (after the walk)", problems_of(t)[0] or []) for rel, t in r["final"].items() if rel != "array.yaml"]:
         for p in plist:
             why = bad_problem(p)
             if why:
                 fail("problems-format", where, "every problem has file, structure, offset, message, severity", why)
     good = [p for p in probs if isinstance(p, dict)]
+    for p in good:
+        if not names_a_real_path(p, array, d):
+            fail("problem-file-not-in-array", "array.yaml", "`file` is a path relative to the array root "
+                 "(an existing one, or one the message calls missing)", fmt(p))
 
     # every fragment.yaml problem is collected in array.yaml
     keys = {key(p) for p in good}
@@ -1236,11 +1382,11 @@ def report(results: list[CopyResult], limit_per_category: int = 3) -> str:
     if not by:
         return f"{len(results)} damaged copies: no failures"
     lines = [f"{sum(1 for r in results if r.failures)} of {len(results)} damaged copies failed", "",
-             f"{'category':<22} {'failures':>8} {'copies':>7}  seeds (first 12)"]
+             f"{'category':<28} {'failures':>8} {'copies':>7}  seeds (first 12)"]
     for cat in sorted(by, key=lambda c: -len(by[c])):
         fs = by[cat]
         seeds = sorted({f.seed for f in fs})
-        lines.append(f"{cat:<22} {len(fs):>8} {len(seeds):>7}  {seeds[:12]}")
+        lines.append(f"{cat:<28} {len(fs):>8} {len(seeds):>7}  {seeds[:12]}")
     for cat in sorted(by, key=lambda c: -len(by[c])):
         lines.append("")
         lines.append(f"== {cat}")

@@ -83,3 +83,50 @@ def test_damaged_copies(pristine, tmp_path, first, end):
     assert len(results) == end - first
     if any(r.failures for r in results):
         pytest.fail("\n" + damage.report(results, limit_per_category=4), pytrace=False)
+
+
+# -- the harness itself: it must see what it is meant to see ---------------------------------------
+
+def test_walker_flags_bad_yaml_csv_leaks_and_special_files(tmp_path):
+    """The walker on a plain folder: a YAML that does not parse, a CSV with uneven rows, the outside
+    marker in a file and in a name, a FIFO (listed, never opened: the walk does not hang)."""
+    (tmp_path / "array.yaml").write_text("problems: []\n")
+    (tmp_path / "fragments").mkdir()
+    (tmp_path / "bad.yaml").write_text("a: [1, 2\n")
+    (tmp_path / "bad.csv").write_text("a,b,c\n1,2,3\n4,5\n")
+    (tmp_path / "good.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "leak.bin").write_bytes(b"xx" + damage.SECRET.encode() + b"yy")
+    (tmp_path / f"{damage.SECRET}.txt").write_text("name only")
+    os.mkfifo(tmp_path / "fifo")
+    out = damage.walk_mount(tmp_path, op_timeout=5)
+    assert out.hung is None and out.crashed is None and out.result is not None
+    r = out.result
+    assert sorted(p[0] for p in r["parse"]) == ["bad.csv", "bad.yaml"]
+    assert {s[0] for s in r["secret"]} >= {"leak.bin", f"{damage.SECRET}.txt"}
+    assert r["not_regular"] and r["not_regular"][0][0] == "fifo"
+    assert r["first"]["array.yaml"] == "problems: []\n" and r["final"]["array.yaml"] == "problems: []\n"
+
+
+def test_walk_mount_kills_a_silent_walker_and_names_the_operation(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'S\tread\tfragments/x/tile_0.bin'\nexec sleep 60\n")
+    fake.chmod(0o755)
+    t0 = __import__("time").monotonic()
+    out = damage.walk_mount(tmp_path, python=str(fake), op_timeout=1.5)
+    assert out.hung == "read fragments/x/tile_0.bin" and out.result is None
+    assert __import__("time").monotonic() - t0 < 10
+
+
+def test_open_watch_and_safe_snapshot_never_open_special_files(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    os.mknod(tmp_path / "zero", 0o020600, os.makedev(1, 5))
+    (tmp_path / "f").write_bytes(b"abc")
+    os.symlink("/dev/zero", tmp_path / "link")
+    w = damage.OpenWatch([tmp_path / "fifo", tmp_path / "zero"])
+    snap = damage.safe_snapshot(tmp_path)
+    assert w.events() == []                  # the snapshot opened neither
+    assert snap["fifo"][0] == "fifo" and snap["zero"][0] == "dev" and snap["link"] == ("link", "/dev/zero")
+    fd = os.open(tmp_path / "fifo", os.O_RDONLY | os.O_NONBLOCK)
+    os.close(fd)
+    assert ("%s" % (tmp_path / "fifo"), "open") in w.events()
+    w.close()

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -322,5 +321,5 @@ def test_views_hide_an_array_under_a_private_folder(open_base):
     assert os.stat(mnt).st_mode & 0o777 == 0o500
     assert os.stat(mnt / "array.yaml").st_mode & 0o777 == 0o400
     res = _as_nobody_cat(mnt / "array.yaml")
-    if res is not None:  # refused by the kernel (default_permissions), as the array itself is
+    if res is not None:  # refused by the adapter's mode checks, as the array itself is
         assert res.returncode != 0 and "Permission denied" in res.stderr

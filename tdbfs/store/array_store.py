@@ -51,7 +51,8 @@ class ArrayStore:
             raise FileNotFoundError(f"array not found: {path}") from None
         if not stat.S_ISDIR(st.st_mode):
             raise NotAnArrayError(f"not a TileDB array (not a directory): {path}")
-        if not (files.is_dir(SCHEMA_DIR) or files.is_file(LEGACY_SCHEMA)):
+        # a __schema that is not a real folder (a symlink) still makes an array: shown, with its problem
+        if not (files.entry(SCHEMA_DIR) is not None or files.is_file(LEGACY_SCHEMA)):
             if files.entry("__tiledb_group.tdb") is not None or files.is_dir("__group"):
                 raise NotAnArrayError(f"not a TileDB array: {path} is a TileDB group")
             raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {path}")
@@ -173,8 +174,17 @@ class ArrayStore:
 
     def schema(self, rel: str):
         from ..format.schema import parse_schema
-        return self.parsed("schema", rel, lambda data: parse_schema(self.generic_tile(rel, 0, "array schema").payload,
-                                                                   rel))
+
+        def parse(data):
+            schema = parse_schema(self.generic_tile(rel, 0, "array schema").payload, rel)
+            for e in schema.enumerations:
+                enum = f"{ENUMERATIONS_DIR}/{e.file_name}"
+                if not self.isfile(enum):
+                    self.problems.add(problem(enum, "enumeration", None,
+                                              f"file missing: the array schema {rel} names it for {e.name!r}"))
+            return schema
+
+        return self.parsed("schema", rel, parse)
 
     def schema_by_name(self, name: str):
         """The schema a fragment footer names (v>=10), or the legacy schema for ''."""

@@ -58,9 +58,9 @@ def array_findings(store) -> list[dict]:
         for e in store.entries("__fragments"):
             rel = f"__fragments/{e.name}"
             if e.is_dir:
-                if not _looks_like_fragment(e.name):
-                    out.append(problem(rel, "fragment folder", None, "not a fragment name: TileDB ignores this "
-                                                                     "folder", WARNING))
+                bad_name = _name_problem(rel, e.name)
+                if bad_name is not None:
+                    out.append(bad_name)
             elif e.kind == REGULAR:
                 out.append(_extra(rel, e, "__fragments/"))
             else:
@@ -122,6 +122,18 @@ def _commit_findings(store, live: set) -> list[dict]:
                                                          "yet vacuumed, TileDB reads the consolidated fragment "
                                                          "instead", WARNING))
     return out
+
+
+def _name_problem(rel: str, name: str) -> dict | None:
+    """The problem of a folder in __fragments/ whose name is not a fragment's (the same one the fragment's
+    own name parse records: TileDB refuses to open the array)."""
+    from ..format.errors import FormatError
+    from ..format.names import parse_fragment_name
+    try:
+        parse_fragment_name(name)
+    except FormatError as exc:
+        return problem(rel, "fragment name", exc.offset, exc.message)
+    return None
 
 
 def _looks_like_fragment(name: str) -> bool:

@@ -44,7 +44,15 @@ class Fragment(FragmentFolder):
     # -- name, files -----------------------------------------------------------
     @property
     def parsed_name(self):
-        return self._once("name", lambda: parse_fragment_name(self.name))
+        return self._once("name", self._parse_name)
+
+    def _parse_name(self):
+        """The folder's name parsed; a name that does not parse is a problem of the folder (TileDB refuses
+        to open an array with such a folder in __fragments/)."""
+        try:
+            return parse_fragment_name(self.name)
+        except FormatError as exc:
+            raise FormatError(self.rel, "fragment name", exc.offset, exc.message) from None
 
     def is_committed(self) -> bool:
         return self.name in self.store.committed_fragment_names()
@@ -81,6 +89,11 @@ class Fragment(FragmentFolder):
                               f"names the array schema {name!r}, which is not a file name")
         try:
             return self.store.schema_by_name(name)
+        except FormatError as exc:
+            # the schema's own problem is listed with the schema; the fragment's views fail through this field
+            raise FormatError(rel, "footer", footer_offset + (12 if name else 0),
+                              f"names the array schema {name or '(legacy)'!r}, which does not decode "
+                              f"({exc.structure} at byte {exc.offset}: {exc.message})") from None
         except OSError as exc:
             where = f"__schema/{name}" if name else "__array_schema.tdb"
             why = "is not there" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror})"
@@ -90,6 +103,40 @@ class Fragment(FragmentFolder):
 
     def schema(self):
         return self._once("footer", self._footer_and_schema)[1]
+
+    def decode_metadata(self) -> int:
+        """Decode every generic tile the footer points at, through the accessors the views use (so a
+        failure is the same problem, whoever finds it); failures are recorded, never raised. Returns how
+        many generic tiles the footer points at."""
+        md = self._file(self.METADATA_FILE)
+        footer = self.attempt(self.footer, md, "footer")
+        if footer is None:
+            return 0
+        self.attempt(self.rtree, md, "R-tree")
+        g = footer.generic_tile_offsets
+        if g is None:
+            return 0
+        for f in self.attempt(self.fields, md, "fields") or ():
+            for getter, what, kind in ((self.tile_offsets, "tile offsets", "tile_offsets"),
+                                       (self.tile_var_offsets, "tile var offsets", "tile_var_offsets"),
+                                       (self.tile_var_sizes, "tile var sizes", "tile_var_sizes")):
+                if f.idx < len(getattr(g, kind) or ()):  # formats < 5 list no offsets for __coords' phantom slot
+                    self.attempt(lambda getter=getter, f=f: getter(f.idx), md, f"{what} of {f.stem}")
+            if g.tile_validity_offsets is not None and f.idx < len(g.tile_validity_offsets):
+                self.attempt(lambda f=f: self.tile_validity_offsets(f.idx), md, f"tile validity offsets of {f.stem}")
+            if g.tile_min_offsets is not None and f.idx < len(g.tile_min_offsets):
+                self.attempt(lambda f=f: self.tile_min_max("min", f.idx), md, f"tile mins of {f.stem}")
+                self.attempt(lambda f=f: self.tile_min_max("max", f.idx), md, f"tile maxes of {f.stem}")
+                self.attempt(lambda f=f: self.tile_sums(f.idx), md, f"tile sums of {f.stem}")
+                self.attempt(lambda f=f: self.tile_null_counts(f.idx), md, f"tile null counts of {f.stem}")
+        if g.fragment_min_max_sum_null_count is not None:
+            self.attempt(self.fragment_min_max_sum_null_count, md, "fragment min/max/sum/null count")
+        if g.processed_conditions is not None:
+            self.attempt(self.processed_conditions, md, "processed conditions")
+        return 1 + sum(len(getattr(g, kind) or ()) for kind in (
+            "tile_offsets", "tile_var_offsets", "tile_var_sizes", "tile_validity_offsets", "tile_min_offsets",
+            "tile_max_offsets", "tile_sum_offsets", "tile_null_count_offsets")) \
+            + (g.fragment_min_max_sum_null_count is not None) + (g.processed_conditions is not None)
 
     def own_footer_bytes(self) -> bytes | None:
         """The footer's bytes as stored (None before format 3, or when the footer does not decode)."""
@@ -145,8 +192,11 @@ class Fragment(FragmentFolder):
             footer = self.footer()
             if footer.generic_tile_offsets is None:
                 return _legacy_list(self.legacy_metadata(), kind, idx, self._file(self.METADATA_FILE))
-            offset = getattr(footer.generic_tile_offsets, kind)[idx]
-            payload = self._gtile_payload(offset, f"{kind}[{idx}]")
+            lists = getattr(footer.generic_tile_offsets, kind) or ()
+            if idx >= len(lists):
+                raise FormatError(self._file(self.METADATA_FILE), "footer", footer.offset,
+                                  f"the footer has {len(lists)} {kind}, none for field {idx}")
+            payload = self._gtile_payload(lists[idx], f"{kind}[{idx}]")
             return fm.parse_u64_list(payload, self._file(self.METADATA_FILE), f"{kind}[{idx}]")
         return self._once((kind, idx), make)
 

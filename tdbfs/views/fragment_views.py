@@ -60,14 +60,20 @@ def _fragment_children(frag: Fragment, token) -> dict:
         "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t, fixed) for n, size in frag.files()},
                          immutable=fixed, mtime=t),
         # Byte maps and hex dumps (layout_views.py).
+        # the byte map of every file: every generic tile is decoded for it, as `tdbfs check` does
         "layout.csv": CachedFile(store.cache, ("layout.csv", key),
-                                 guarded(lambda: layout_views.layout_csv(frag), problems, rel, "byte map"),
-                                 immutable=fixed, mtime=t),
+                                 guarded(lambda: _decoded(frag) and layout_views.layout_csv(frag), problems, rel,
+                                         "byte map"), immutable=fixed, mtime=t),
         "layout": StaticDir(guarded_children(lambda: layout_views.layout_children(frag), frag),
                             immutable=fixed, mtime=t),
         "hex": StaticDir(guarded_children(lambda: layout_views.hex_children(frag), frag),
                          immutable=fixed, mtime=t),
     }
+
+
+def _decoded(frag: Fragment) -> bool:
+    frag.decode_metadata()
+    return True
 
 
 def guarded_children(make, frag: Fragment):

@@ -24,7 +24,7 @@ import sys
 import time
 import tracemalloc
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
