@@ -270,7 +270,7 @@ def _progress_bar(done: int, total: int, what: str) -> None:
 
 def _load_key(key_file: str | None):
     """The encryption key from --key-file, else from the environment, else None; never from argv."""
-    from .format.reversers.encryption import BadKeyError, key_from_environment, read_key_file
+    from .format.reversers.keys import BadKeyError, key_from_environment, read_key_file
 
     try:
         return read_key_file(key_file) if key_file else key_from_environment()
@@ -590,7 +590,7 @@ def _option_keys(option_strings) -> set:
 
 def _read_key_fd(fd: int):
     """The key the parent wrote to pipe `fd`; the pipe is closed once read."""
-    from .format.reversers.encryption import BadKeyError, parse_key
+    from .format.reversers.keys import BadKeyError, parse_key
 
     try:
         with os.fdopen(fd, "rb") as f:
@@ -672,7 +672,7 @@ def _daemon_env() -> dict:
     in PYTHONPATH, so the daemon can start with `-S` (no site.py: ~12 ms less start-up,
     most of it the editable install's import hook) and still import what we import.
     Without the key variables: the key goes through a pipe (see `_spawn_daemon`)."""
-    from .format.reversers.encryption import ENV_KEY, ENV_KEY_FILE
+    from .format.reversers.keys import ENV_KEY, ENV_KEY_FILE
 
     env = {k: v for k, v in os.environ.items() if k not in (ENV_KEY, ENV_KEY_FILE)}
     for key, value in MALLOC_ENV.items():
@@ -704,7 +704,7 @@ def _spawn_daemon(args, array: str, mnt: str, check=None, key=None) -> int:
         try:
             # the one place the key bytes leave an EncryptionKey on purpose; 32 bytes are
             # far below a pipe's buffer, so this never waits for the daemon
-            os.write(write_fd, key._key)
+            os.write(write_fd, key.reveal())
         finally:
             os.close(write_fd)
         pass_fds = (read_fd,)

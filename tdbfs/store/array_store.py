@@ -170,7 +170,7 @@ class ArrayStore:
 
     def _regular_files(self, rel: str) -> list[str]:
         """Names of the regular files in the folder `rel` (anything else there is a finding, never read)."""
-        return [e.name for e in self.entries(rel) if e.is_file]
+        return self.files.regular_names(rel)
 
     def schema(self, rel: str):
         from ..format.schema import parse_schema

@@ -172,28 +172,29 @@ class LocalFiles:
         out.sort(key=lambda e: e.name)
         return out
 
-    def names(self, rel: str = "") -> list[str]:
-        """Names in the folder `rel`, sorted, without a stat each; [] if there is no such folder."""
-        try:
-            fd = self._open_dir(rel)
-        except (FileNotFoundError, NotADirectoryError, NotRegularError):
-            return []
-        try:
-            return sorted(os.listdir(fd))
-        finally:
-            os.close(fd)
-
-    def subdirs(self, rel: str = "") -> list[str]:
-        """Names of the real folders (not symlinks to folders) in `rel`, sorted; d_type answers without a stat."""
+    def _scan(self, rel: str, keep) -> list[str]:
+        """Sorted names of the entries of `rel` that `keep(DirEntry)` accepts; [] if there is no such folder."""
         try:
             fd = self._open_dir(rel)
         except (FileNotFoundError, NotADirectoryError, NotRegularError):
             return []
         try:
             with os.scandir(fd) as it:
-                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+                return sorted(e.name for e in it if keep(e))
         finally:
             os.close(fd)
+
+    def names(self, rel: str = "") -> list[str]:
+        """Names in the folder `rel`, whatever they are, without a stat each."""
+        return self._scan(rel, lambda e: True)
+
+    def subdirs(self, rel: str = "") -> list[str]:
+        """Names of the real folders (not symlinks to folders) in `rel`: d_type answers without a stat each."""
+        return self._scan(rel, lambda e: e.is_dir(follow_symlinks=False))
+
+    def regular_names(self, rel: str = "") -> list[str]:
+        """Names of the regular files in `rel` (__commits/ of 10,000 fragments: no stat each)."""
+        return self._scan(rel, lambda e: e.is_file(follow_symlinks=False))
 
     def lstat(self, rel: str) -> os.stat_result:
         """lstat of `rel`, reached without following a symlink on the way; FileNotFoundError if absent."""

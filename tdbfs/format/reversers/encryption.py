@@ -15,106 +15,21 @@ never shows it, so that it cannot end up in a log, a view or a traceback.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import os
 import struct
 from dataclasses import dataclass
 
 from ..errors import FormatError
 from .common import Stage, StageError, read_u32s
+# the key itself lives in a module without numpy: `tdbfs mount` reads it before it starts the daemon
+from .keys import (ENV_KEY, ENV_KEY_FILE, KEY_BYTES, BadKeyError, EncryptionKey,  # noqa: F401
+                   key_from_environment, parse_key, read_key_file)
 
-KEY_BYTES = 32
 IV_BYTES = 12
 TAG_BYTES = 16
 PART_HEADER = 8 + IV_BYTES + TAG_BYTES
 
 NO_KEY_MESSAGE = "the array is encrypted with AES-256-GCM; give the key with --key-file or TDBFS_KEY_FILE"
 BAD_TAG_MESSAGE = "tag does not verify: wrong key or corrupt bytes"
-
-#: environment variables the CLI reads the key from (the file path is preferred)
-ENV_KEY_FILE = "TDBFS_KEY_FILE"
-ENV_KEY = "TDBFS_ENCRYPTION_KEY"
-
-
-class BadKeyError(ValueError):
-    """A key file or value that does not hold a 32-byte key."""
-
-
-class EncryptionKey:
-    """32 key bytes that never show in repr/str."""
-
-    __slots__ = ("_key", "_aead")
-
-    def __init__(self, key: bytes):
-        if len(key) != KEY_BYTES:
-            raise BadKeyError(f"an AES-256-GCM key is {KEY_BYTES} bytes, not {len(key)}")
-        # cryptography is imported only by arrays that have a key (~10 ms of start-up otherwise)
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-        self._key = bytes(key)
-        self._aead = AESGCM(self._key)
-
-    def decrypt(self, iv: bytes, ciphertext, tag: bytes) -> bytes:
-        return self._aead.decrypt(iv, bytes(ciphertext) + tag, None)
-
-    def __repr__(self) -> str:
-        return "EncryptionKey(<hidden>)"
-
-    __str__ = __repr__
-
-    def __reduce__(self):  # never pickled into anything
-        raise TypeError("an encryption key is not serialisable")
-
-
-def parse_key(raw: bytes, source: str) -> EncryptionKey:
-    """The key in `raw` (a key file's bytes, or an environment value).
-
-    Accepted, in this order: exactly 32 bytes (what TileDB users pass as a
-    32-character string, or raw binary); the same followed by one newline;
-    64 hexadecimal digits; base64 of 32 bytes (44 characters). The message on
-    failure names `source` and sizes, never the content.
-    """
-    if len(raw) == KEY_BYTES:
-        return EncryptionKey(raw)
-    text = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1] if raw.endswith(b"\n") else raw
-    if len(text) == KEY_BYTES:
-        return EncryptionKey(text)
-    stripped = text.strip()
-    if len(stripped) == 2 * KEY_BYTES:
-        try:
-            return EncryptionKey(bytes.fromhex(stripped.decode("ascii")))
-        except (ValueError, UnicodeDecodeError):
-            pass
-    if len(stripped) == 44:
-        try:
-            decoded = base64.b64decode(stripped, validate=True)
-            if len(decoded) == KEY_BYTES:
-                return EncryptionKey(decoded)
-        except (binascii.Error, ValueError):
-            pass
-    raise BadKeyError(f"{source} does not hold an AES-256-GCM key: expected 32 bytes (a 32-character string), "
-                    f"64 hex digits or 44 base64 characters, found {len(raw)} bytes")
-
-
-def read_key_file(path: str) -> EncryptionKey:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(4096)
-    except OSError as exc:
-        raise BadKeyError(f"cannot read the key file {path}: {exc.strerror}") from None
-    return parse_key(raw, f"key file {path}")
-
-
-def key_from_environment(environ=None) -> EncryptionKey | None:
-    """The key named by TDBFS_KEY_FILE (a path) or given by TDBFS_ENCRYPTION_KEY, or None."""
-    env = os.environ if environ is None else environ
-    path = env.get(ENV_KEY_FILE)
-    if path:
-        return read_key_file(path)
-    value = env.get(ENV_KEY)
-    if value:
-        return parse_key(value.encode("utf-8"), f"${ENV_KEY}")
-    return None
 
 
 @dataclass(frozen=True)
