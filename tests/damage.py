@@ -566,15 +566,8 @@ def safe_snapshot(root: str | os.PathLike) -> dict[str, tuple]:
 
 
 def diff_snapshots(before: dict, after: dict) -> list[str]:
-    lines = []
-    for k in sorted(set(before) | set(after)):
-        if k not in after:
-            lines.append(f"removed: {k}")
-        elif k not in before:
-            lines.append(f"added: {k}")
-        elif before[k] != after[k]:
-            lines.append(f"changed: {k}: {before[k]} -> {after[k]}")
-    return lines
+    from mounting import diff_snapshots as diff
+    return diff(before, after)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -862,19 +855,9 @@ def walk_mount(mnt: str | os.PathLike, *, sub: str = "", user: tuple[int, int] |
 
 def daemon_pid(mnt: str | os.PathLike) -> int | None:
     """The pid of the tdbfs daemon serving `mnt` (`tdbfs.cli mount -f --spawned ... ARRAY MNT`)."""
-    target = os.path.realpath(os.fspath(mnt))
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        args = [a.decode("utf-8", "replace") for a in argv if a]
-        if "tdbfs.cli" in args and "--spawned" in args and args and os.path.realpath(args[-1]) == target:
-            return int(p)
-    return None
+    from mounting import daemon_pids
+    found = daemon_pids(mnt, spawned_only=True)
+    return found[0] if found else None
 
 
 def proc_status(pid: int) -> dict[str, str]:

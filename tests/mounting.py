@@ -187,3 +187,23 @@ def diff_snapshots(before: dict[str, tuple], after: dict[str, tuple]) -> list[st
 def assert_unchanged(before: dict[str, tuple], after: dict[str, tuple]) -> None:
     diff = diff_snapshots(before, after)
     assert not diff, "array directory changed:\n" + "\n".join(diff)
+
+
+def daemon_pids(mnt, spawned_only: bool = False) -> list[int]:
+    """Processes running `tdbfs.cli mount` for the mount point `mnt` (found by their argv); with
+    `spawned_only`, only background daemons (`--spawned`)."""
+    target = os.path.realpath(os.fspath(mnt))
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if "tdbfs.cli" in argv and (not spawned_only or "--spawned" in argv) and \
+                any(os.path.realpath(a) == target for a in argv[-2:]):
+            out.append(int(pid))
+    return out
+

@@ -13,6 +13,8 @@ import pytest
 from tdbfs import __version__, cli
 from tdbfs.views.nodes import BytesFile, StaticDir, SymlinkNode, ViewError
 
+from mounting import daemon_pids
+
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=ROOT_DIR)
 
@@ -38,22 +40,6 @@ def mounted(path) -> bool:
     real = os.path.realpath(str(path))
     with open("/proc/self/mountinfo") as f:
         return any(line.split()[4] == real for line in f)
-
-
-def daemon_pids(mnt) -> list[int]:
-    """Processes running `tdbfs mount` for this mount point."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"tdbfs.cli" in argv and str(mnt).encode() in argv:
-            out.append(int(pid))
-    return out
 
 
 def force_unmount(mnt) -> None:

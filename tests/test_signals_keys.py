@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import arrays
+import mounting
 from mounting import is_mounted, tdbfs_command, unmount
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -157,18 +158,8 @@ def adopting_orphans():
 
 
 def daemon_pid(mnt) -> int:
-    """The pid of the `tdbfs mount -f --spawned` serving `mnt` (found by its argv)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"--spawned" in argv and str(mnt).encode() in argv:
-            found.append(int(pid))
+    """The pid of the `tdbfs mount -f --spawned` serving `mnt`."""
+    found = mounting.daemon_pids(mnt, spawned_only=True)
     assert len(found) == 1, found
     return found[0]
 
