@@ -34,9 +34,10 @@ def layout_csv(frag: Fragment) -> bytes:
 
 def layout_children(frag: Fragment) -> dict:
     t = frag.mtime()
-    return {f"{name}.csv": CachedFile(frag.store.cache, ("layout", frag.rel, name),
+    token = frag.cache_token()  # a fragment still being written is mapped again when its files change
+    return {f"{name}.csv": CachedFile(frag.store.cache, ("layout", frag.rel, token, name),
                                       guarded(lambda name=name: layout_file_csv(frag, name), frag.problems,
-                                              frag._file(name), "byte map"), mtime=t)
+                                              frag._file(name), "byte map"), immutable=token == 0, mtime=t)
             for name in byte_map.fragment_file_names(frag)}
 
 
@@ -48,12 +49,13 @@ def hex_name(region: str) -> str:
 def hex_children(frag: Fragment) -> dict:
     name = byte_map.METADATA_FILE
     t = frag.mtime()
+    token = frag.cache_token()
     out = {}
     for region in byte_map.metadata_regions(frag):  # from headers alone: listing hex/ decodes nothing
         out[f"{hex_name(region.name)}.txt"] = CachedFile(
-            frag.store.cache, ("hex", frag.rel, region.name, region.start),
+            frag.store.cache, ("hex", frag.rel, token, region.name, region.start),
             guarded(lambda region=region: hex_text(frag, name, region), frag.problems, frag._file(name),
-                    f"hex view of {region.name}"), mtime=t)
+                    f"hex view of {region.name}"), immutable=token == 0, mtime=t)
     return out
 
 
