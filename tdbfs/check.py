@@ -91,8 +91,8 @@ def check_array(store, progress: Progress | None = None) -> CheckResult:
     Everything is decoded through the store, which records what fails; the result lists the store's
     findings, the list array.yaml shows, so a mount that has read everything says the same."""
     checker = _Checker(store, progress or (lambda done, total, what: None))
-    if getattr(store, "zero_layout", None):
-        checker.run_zero()
+    if getattr(store, "legacy0x_layout", None):
+        checker.run_legacy0x()
     else:
         checker.run()
     findings = store.findings() if hasattr(store, "findings") else store.all_problems()
@@ -158,7 +158,7 @@ class _Checker:
                 self.count("generic_tiles")
         self.progress(steps, steps, "done")
 
-    def run_zero(self) -> None:
+    def run_legacy0x(self) -> None:
         """TileDB 0.x: decode every tile through the views its store backs (read every file of the tree)."""
         from .views.tree import build_root
         from .views.nodes import DirNode, FileNode, ViewError

@@ -279,13 +279,12 @@ def _load_key(key_file: str | None):
 
 
 def _open_store(array: str, cache_mb: int, key_file: str | None = None, key=None):
-    from .store import ArrayStore, NotAnArrayError
+    from .store import NotAnArrayError, open_array
 
     if key is None:
         key = _load_key(key_file)
     try:
-        from .store.zero_array import open_zero  # TileDB 0.x arrays and workspaces (GenomicsDB)
-        return open_zero(array, cache_mb << 20) or ArrayStore(array, cache_bytes=cache_mb << 20, key=key)
+        return open_array(array, cache_bytes=cache_mb << 20, key=key)
     except FileNotFoundError as exc:
         raise CliError(_message(exc, f"array not found: {array}")) from None
     except NotAnArrayError as exc:

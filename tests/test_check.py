@@ -169,15 +169,15 @@ def test_progress_bar_only_on_a_terminal(array_factory):
     assert b"#" not in res.stdout and b"clean" in res.stdout
 
 
-def test_zero_array_decodes_every_tile(tmp_path):
+def test_legacy0x_array_decodes_every_tile(tmp_path):
     """0.x arrays: the check reads every view their store backs (every tile decoded)."""
-    import zero_arrays as Z
+    import legacy0x_arrays as Z
     if Z.wheel_library_path() is None:
         pytest.skip("genomicsdb==0.1.6 (its TileDB 0.x library) is not installed")
     (tmp_path / "zero").mkdir()
     corpus = Z.load_corpus(tmp_path / "zero")
-    from tdbfs.store.zero_array import open_zero
+    from tdbfs.store.legacy0x import open_legacy0x
     path, _spec = corpus["arrays"]["sparse_gzip"]
-    result = check_array(open_zero(path))
+    result = check_array(open_legacy0x(path))
     assert result.counts["files"] > 5
     assert result.clean, [p.line() for p in result.problems]

@@ -1,5 +1,6 @@
-"""The store layer: on-demand reading, lazy parsing and bounded caching of one array."""
+"""The store: the only code that reads an array's files (see open_array)."""
 
 from .array_store import ArrayStore, NotAnArrayError
+from .open_array import open_array
 
-__all__ = ["ArrayStore", "NotAnArrayError"]
+__all__ = ["ArrayStore", "NotAnArrayError", "open_array"]

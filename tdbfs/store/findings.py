@@ -35,8 +35,8 @@ def _not_folder(rel: str, entry, what: str) -> dict:
 
 def array_findings(store) -> list[dict]:
     """What the root's and the array folders' listings show, and what the commits say of fragments."""
-    if getattr(store, "zero_layout", None):
-        return _zero_array_findings(store)
+    if getattr(store, "legacy0x_layout", None):
+        return _legacy0x_array_findings(store)
     out: list[dict] = []
     fragment_names = {os.path.basename(p) for p in store.fragment_paths()}
     for e in store.entries(""):
@@ -75,7 +75,7 @@ def array_findings(store) -> list[dict]:
     return out
 
 
-def _zero_array_findings(store) -> list[dict]:
+def _legacy0x_array_findings(store) -> list[dict]:
     """A 0.x array: entries of its root that are neither regular files nor real folders."""
     return [not_regular(e.name, e) for e in store.entries("") if not e.is_file and not e.is_dir]
 
@@ -156,7 +156,7 @@ def fragment_findings(frag) -> list[dict]:
         if not e.is_file:
             out.append(not_regular(f"{frag.rel}/{e.name}", e) if e.kind != FOLDER
                        else _extra(f"{frag.rel}/{e.name}", e, "a fragment folder"))
-    if getattr(frag.store, "zero_layout", None):
+    if getattr(frag.store, "legacy0x_layout", None):
         return out  # a 0.x fragment's commit state and files are said by its book-keeping's parse
     if not frag.committed:
         out.append(problem(frag.rel, "fragment", None, "no commit marks this fragment: TileDB ignores it "

@@ -19,9 +19,9 @@ FRAGMENT_NODES_KEPT = 64
 
 
 def build_root(store: ArrayStore) -> DirNode:
-    if getattr(store, "zero_layout", None):  # a TileDB 0.x array or workspace (GenomicsDB)
-        from .zero_views import build_zero_root
-        return build_zero_root(store)
+    if getattr(store, "legacy0x_layout", None):  # a TileDB 0.x array or workspace (GenomicsDB)
+        from .legacy0x_views import build_legacy0x_root
+        return build_legacy0x_root(store)
     mtime = lambda: _mtime(store, "")
     problems = store.problems
 

@@ -39,10 +39,10 @@ from tdbfs.format.generic_tile import generic_tile_envelope, header_to_dict, rea
 from tdbfs.format.names import fragment_name_to_dict, parse_fragment_name, parse_timestamped_name, try_parse_name
 from tdbfs.format.schema import parse_schema, schema_to_dict
 from tdbfs.format.tile import unfilter_tile
-from tdbfs.format.zero import book_keeping as zbk
-from tdbfs.format.zero import names as znames
-from tdbfs.format.zero import schema as zschema
-from tdbfs.format.zero.codecs import TileLayout, decode_tile
+from tdbfs.format.legacy0x import book_keeping as zbk
+from tdbfs.format.legacy0x import names as znames
+from tdbfs.format.legacy0x import schema as zschema
+from tdbfs.format.legacy0x.codecs import TileLayout, decode_tile
 
 MEMORY_BOUND = 64 << 20
 NET_PREFIX = "undecodable ("   # tdbfs.format.errors.safety_net
@@ -570,7 +570,7 @@ def _s(text: str) -> bytes:
     return struct.pack("<i", len(raw)) + raw
 
 
-def zero_schema_bytes(dense: bool = False, versioned: bool = False) -> bytes:
+def legacy0x_schema_bytes(dense: bool = False, versioned: bool = False) -> bytes:
     out = _s("/ws/arr") + struct.pack("<Bbbq", int(dense), 0, 0, 4)
     out += struct.pack("<i", 2) + _s("a1") + _s("a2") + struct.pack("<i", 2) + _s("d1") + _s("d2")
     dom = struct.pack("<4q", 0, 3, 0, 7)
@@ -584,7 +584,7 @@ def zero_schema_bytes(dense: bool = False, versioned: bool = False) -> bytes:
     return out
 
 
-def zero_book_keeping_bytes() -> bytes:
+def legacy0x_book_keeping_bytes() -> bytes:
     q = lambda *v: struct.pack(f"<{len(v)}q", *v)  # noqa: E731
     out = q(32) + q(0, 3, 0, 7)
     out += q(2) + q(0, 1, 0, 5) + q(2, 3, 2, 7)
@@ -596,7 +596,7 @@ def zero_book_keeping_bytes() -> bytes:
     return out
 
 
-def zero_targets() -> list[Target]:
+def legacy0x_targets() -> list[Target]:
     import lz4.block
     import numpy as np
     import zstandard
@@ -604,18 +604,18 @@ def zero_targets() -> list[Target]:
     out = []
     for dense in (False, True):
         for versioned in (False, True):
-            raw = zero_schema_bytes(dense, versioned)
+            raw = legacy0x_schema_bytes(dense, versioned)
             out.append(Target(f"zero:schema dense={dense} versioned={versioned}", raw,
                               lambda d: zschema.schema_to_dict(zschema.parse_schema(d, "__array_schema.tdb"))))
-    schema = zschema.parse_schema(zero_schema_bytes())
-    bk = zero_book_keeping_bytes()
+    schema = zschema.parse_schema(legacy0x_schema_bytes())
+    bk = legacy0x_book_keeping_bytes()
     # damage both the gzip stream and what it holds
     out.append(Target("zero:book-keeping (gzip)", gzip.compress(bk),
                       lambda d: zbk.book_keeping_to_dict(zbk.parse_book_keeping(d, "f/__book_keeping.tdb.gz", schema), schema)))
     out.append(Target("zero:book-keeping (stream)", bk,
                       lambda d: zbk.book_keeping_to_dict(zbk.parse_book_keeping(gzip.compress(d, 1), "f/__book_keeping.tdb.gz", schema), schema)))
     out.append(Target("zero:name", b"__0123456789abcdef_1492000000000",
-                      lambda d: _zero_name(d)))
+                      lambda d: _legacy0x_name(d)))
     values = (np.arange(64, dtype="<i4") // 3).tobytes()
     layout = TileLayout(np.dtype("<i4"), 1, 4, 4)
     runs = b"".join(struct.pack("<i", v) + struct.pack(">H", 3) for v in range(21)) + struct.pack("<i", 21) + b"\x00\x01"
@@ -648,7 +648,7 @@ def zero_targets() -> list[Target]:
     return out
 
 
-def _zero_name(d: bytes):
+def _legacy0x_name(d: bytes):
     try:
         znames.name_to_dict(znames.parse_fragment_name(d.decode("utf-8", "surrogateescape")))
     except FormatError as exc:
@@ -761,7 +761,7 @@ def build_targets(workdir: str | os.PathLike) -> list[Target]:
                         out += array_targets(path, folder)
                     except Exception as exc:  # noqa: BLE001 - refused arrays (pre-format, experimental)
                         print(f"hostile: no targets from {folder}: {exc}", file=sys.stderr)
-    out += zero_targets()
+    out += legacy0x_targets()
     return out
 
 

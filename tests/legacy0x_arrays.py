@@ -119,7 +119,7 @@ def _ints(xs):
     return (C.c_int * len(xs))(*xs)
 
 
-class ZeroLibrary:
+class Legacy0xLibrary:
     def __init__(self, path: str):
         self.path = path
         self.lib = C.CDLL(path)
@@ -308,11 +308,11 @@ def _default_level(codec: int) -> int:
 _LIB: list = []
 
 
-def library() -> ZeroLibrary | None:
+def library() -> Legacy0xLibrary | None:
     """The one library instance of this process (a ctx is cheap but the .so is loaded once), or None."""
     if not _LIB:
         path = wheel_library_path()
-        _LIB.append(ZeroLibrary(path) if path else None)
+        _LIB.append(Legacy0xLibrary(path) if path else None)
         if _LIB[0] is not None:
             # Without tiledb_ctx_finalize the library's static destructors crash the process at exit.
             atexit.register(_LIB[0].lib.tiledb_ctx_finalize, _LIB[0].ctx)
@@ -362,7 +362,7 @@ def attribute_values(spec: ArraySpec, n: int, rng, runs: bool = False) -> dict:
     return out
 
 
-def build_corpus(lib: ZeroLibrary, root) -> dict:
+def build_corpus(lib: Legacy0xLibrary, root) -> dict:
     """A GenomicsDB-style workspace of arrays covering the codecs and layouts the library writes.
 
     Returns {array name: (path, spec)}. Known library bugs (FORMAT_0x.md) are avoided:
@@ -445,7 +445,7 @@ def build_corpus(lib: ZeroLibrary, root) -> dict:
     return out
 
 
-def _write_dense(lib: ZeroLibrary, path, spec: ArraySpec, seed: int) -> None:
+def _write_dense(lib: Legacy0xLibrary, path, spec: ArraySpec, seed: int) -> None:
     rng = _rng(seed)
     (lo0, hi0), (lo1, hi1) = spec.domain
     whole = [[lo0, hi0], [lo1, hi1]]
@@ -469,7 +469,7 @@ def interrupted_write(path) -> None:
     never holds an unfinalized array (the library frees it twice at exit)."""
     import subprocess
     import sys
-    code = ("import sys; sys.path.insert(0, %r); import zero_arrays as Z; Z._die_mid_write(%r)"
+    code = ("import sys; sys.path.insert(0, %r); import legacy0x_arrays as Z; Z._die_mid_write(%r)"
             % (os.path.dirname(os.path.abspath(__file__)), str(path)))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     if proc.returncode != 0:
@@ -499,7 +499,7 @@ def sys_stdout_flush() -> None:
 
 # -- the whole corpus and its oracle, made in a child process --------------------------------------
 
-def add_interrupted_arrays(lib: ZeroLibrary, ws: str, arrays: dict) -> None:
+def add_interrupted_arrays(lib: Legacy0xLibrary, ws: str, arrays: dict) -> None:
     """An import killed mid-write (hidden folder, no book-keeping, no marker) after a finalized
     fragment; and a fragment whose writer died between its book-keeping and its marker."""
     spec = INTERRUPTED_SPEC
@@ -518,7 +518,7 @@ def add_interrupted_arrays(lib: ZeroLibrary, ws: str, arrays: dict) -> None:
     arrays[spec.name] = (path, spec)
 
 
-def fragment_cells(lib: ZeroLibrary, path: str, spec: ArraySpec, frag_name: str, iso_root: str) -> dict:
+def fragment_cells(lib: Legacy0xLibrary, path: str, spec: ArraySpec, frag_name: str, iso_root: str) -> dict:
     """What the library reads from one fragment alone: a copy of the array holding only it
     (renamed into place and marked committed, so that unfinished ones are read too)."""
     import shutil
@@ -570,7 +570,7 @@ def load_corpus(root) -> dict:
     import subprocess
     import sys
     root = str(root)
-    code = ("import sys; sys.path.insert(0, %r); import zero_arrays; zero_arrays.build_all(%r)"
+    code = ("import sys; sys.path.insert(0, %r); import legacy0x_arrays; legacy0x_arrays.build_all(%r)"
             % (os.path.dirname(os.path.abspath(__file__)), root))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=600)
     pkl = os.path.join(root, "corpus.pkl")

@@ -1,6 +1,6 @@
 """TileDB 0.x arrays and GenomicsDB workspaces: the store side (FORMAT_0x.md).
 
-`open_zero(path)` recognises the 0.x layout (and workspaces/groups holding such arrays) and
+`open_legacy0x(path)` recognises the 0.x layout (and workspaces/groups holding such arrays) and
 returns a store for it, or None so that the caller opens a TileDB 2.x array as before.
 Like ArrayStore, nothing is parsed when the store is created, files are read on demand through
 the same byte-bounded cache, and decoded tiles are cached there. Nothing is ever written: the
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..format.errors import FormatError
-from ..format.zero import book_keeping as zbk
-from ..format.zero.codecs import TileLayout, decode_tile
-from ..format.zero.names import parse_fragment_name
-from ..format.zero.schema import COORDS, Attribute, ZeroSchema, parse_schema
+from ..format.legacy0x import book_keeping as zbk
+from ..format.legacy0x.codecs import TileLayout, decode_tile
+from ..format.legacy0x.names import parse_fragment_name
+from ..format.legacy0x.schema import COORDS, Attribute, Legacy0xSchema, parse_schema
 from .array_store import ArrayStore
 from .fragment_folder import FragmentFolder
 from .problems import ProblemLog
@@ -35,24 +35,24 @@ DATA, VAR = "data", "var"
 ATTRIBUTE, COORDINATES = "attribute", "coordinates"
 
 
-def open_zero(path: str, cache_bytes: int = 512 << 20):
-    """A ZeroArrayStore or ZeroWorkspaceStore for `path`, or None when it is not 0.x."""
+def open_legacy0x(path: str, cache_bytes: int = 512 << 20):
+    """A Legacy0xArrayStore or Legacy0xWorkspaceStore for `path`, or None when it is not 0.x."""
     path = os.path.abspath(path)
     if not os.path.isdir(path):
         return None
     files = LocalFiles(path)
     if files.is_file(WORKSPACE_MARKER):
-        return ZeroWorkspaceStore(path, cache_bytes, "workspace")
-    if is_zero_array(path):
-        return ZeroArrayStore(path, cache_bytes)
+        return Legacy0xWorkspaceStore(path, cache_bytes, "workspace")
+    if is_legacy0x_array(path):
+        return Legacy0xArrayStore(path, cache_bytes)
     if files.is_file(GROUP_MARKER) and not files.is_dir("__group"):
-        store = ZeroWorkspaceStore(path, cache_bytes, "group")
+        store = Legacy0xWorkspaceStore(path, cache_bytes, "group")
         if store.array_paths():
             return store
     return None
 
 
-def is_zero_array(path: str) -> bool:
+def is_legacy0x_array(path: str) -> bool:
     files = LocalFiles(path)
     if not files.is_file(SCHEMA_FILE) or files.is_dir("__schema"):
         return False
@@ -79,10 +79,10 @@ def is_zero_array(path: str) -> bool:
         return False
 
 
-class ZeroArrayStore(ArrayStore):
+class Legacy0xArrayStore(ArrayStore):
     """ArrayStore's file access and cache over a 0.x array folder."""
 
-    zero_layout = "array"
+    legacy0x_layout = "array"
 
     def __init__(self, path: str, cache_bytes: int = 512 << 20, cache: ByteLRU | None = None):
         self.path = os.path.abspath(path)
@@ -102,7 +102,7 @@ class ZeroArrayStore(ArrayStore):
         files = self.schema_files()
         return files[0] if files else None
 
-    def zero_schema(self) -> ZeroSchema:
+    def legacy0x_schema(self) -> Legacy0xSchema:
         return self.parsed("zero schema", SCHEMA_FILE, lambda data: parse_schema(data, SCHEMA_FILE))
 
     # -- fragments -------------------------------------------------------------
@@ -121,8 +121,8 @@ class ZeroArrayStore(ArrayStore):
             out.append((ts, n))
         return [n for _, n in sorted(out)]
 
-    def _make_fragment(self, rel: str) -> "ZeroFragment":
-        return ZeroFragment(self, rel)
+    def _make_fragment(self, rel: str) -> "Legacy0xFragment":
+        return Legacy0xFragment(self, rel)
 
     def committed_fragment_names(self) -> dict:
         return {}
@@ -143,10 +143,10 @@ class ZeroArrayStore(ArrayStore):
         return []
 
 
-class ZeroWorkspaceStore:
-    """A TileDB 0.x workspace (or group): its arrays, found in it and its groups, each a ZeroArrayStore."""
+class Legacy0xWorkspaceStore:
+    """A TileDB 0.x workspace (or group): its arrays, found in it and its groups, each a Legacy0xArrayStore."""
 
-    zero_layout = "workspace"
+    legacy0x_layout = "workspace"
 
     def __init__(self, path: str, cache_bytes: int = 512 << 20, kind: str = "workspace"):
         self.path = os.path.abspath(path)
@@ -187,11 +187,11 @@ class ZeroWorkspaceStore:
                     out.append(g)
         return out
 
-    def array(self, rel: str) -> ZeroArrayStore:
+    def array(self, rel: str) -> Legacy0xArrayStore:
         with self._lock:
             store = self._arrays.get(rel)
             if store is None:
-                store = self._arrays[rel] = ZeroArrayStore(self.abspath(rel), cache=self.cache)
+                store = self._arrays[rel] = Legacy0xArrayStore(self.abspath(rel), cache=self.cache)
             return store
 
     def other_files(self) -> list[tuple[str, int]]:
@@ -200,7 +200,7 @@ class ZeroWorkspaceStore:
 
 
 @dataclass(frozen=True)
-class ZeroField:
+class Legacy0xField:
     """One data file stem of a fragment: an attribute, or the coordinates."""
     name: str
     kind: str                 # ATTRIBUTE or COORDINATES
@@ -222,13 +222,13 @@ class TileLocation:
 
 
 @dataclass(frozen=True)
-class ZeroTile:
+class Legacy0xTile:
     data: bytes
     location: TileLocation
     record: dict
 
 
-class ZeroFragment(FragmentFolder):
+class Legacy0xFragment(FragmentFolder):
     METADATA_FILE = BOOK_KEEPING_FILE
 
     # -- name, files, commit state --------------------------------------------
@@ -249,8 +249,8 @@ class ZeroFragment(FragmentFolder):
         return reasons
 
     # -- schema, book-keeping ------------------------------------------------------
-    def schema(self) -> ZeroSchema:
-        return self.store.zero_schema()
+    def schema(self) -> Legacy0xSchema:
+        return self.store.legacy0x_schema()
 
     def book_keeping(self) -> zbk.BookKeeping:
         rel = self._file(BOOK_KEEPING_FILE)
@@ -269,11 +269,11 @@ class ZeroFragment(FragmentFolder):
     def dense(self) -> bool:
         return self.schema().dense
 
-    def fields(self) -> list[ZeroField]:
+    def fields(self) -> list[Legacy0xField]:
         s = self.schema()
-        out = [ZeroField(a.name, ATTRIBUTE, i, a) for i, a in enumerate(s.attributes)]
+        out = [Legacy0xField(a.name, ATTRIBUTE, i, a) for i, a in enumerate(s.attributes)]
         if not s.dense:
-            out.append(ZeroField(COORDS, COORDINATES, len(s.attributes), None))
+            out.append(Legacy0xField(COORDS, COORDINATES, len(s.attributes), None))
         return out
 
     # -- tile geometry -------------------------------------------------------------
@@ -306,7 +306,7 @@ class ZeroFragment(FragmentFolder):
         n = self.tile_count()
         return 0 if n == 0 else (n - 1) * self.cells_per_full_tile() + self.tile_cell_num(n - 1)
 
-    def codec(self, field: ZeroField, stream: str):
+    def codec(self, field: Legacy0xField, stream: str):
         if field.kind == COORDINATES:
             return self.schema().coords_compression
         a = field.attribute
@@ -314,7 +314,7 @@ class ZeroFragment(FragmentFolder):
             return a.offsets_compression
         return a.compression
 
-    def layout(self, field: ZeroField, stream: str) -> TileLayout:
+    def layout(self, field: Legacy0xField, stream: str) -> TileLayout:
         s = self.schema()
         if field.kind == COORDINATES:
             t = s.coord_type
@@ -328,18 +328,18 @@ class ZeroFragment(FragmentFolder):
             return TileLayout(t.dtype, 1, t.size, t.size)
         return TileLayout(t.dtype, a.cell_val_num, a.cell_val_num * t.size, t.size)
 
-    def cell_size(self, field: ZeroField) -> int:
+    def cell_size(self, field: Legacy0xField) -> int:
         if field.kind == COORDINATES:
             return self.schema().coords_size
         return field.attribute.cell_size
 
-    def data_file(self, field: ZeroField, stream: str) -> str:
+    def data_file(self, field: Legacy0xField, stream: str) -> str:
         return self._file(field.name + ("_var.tdb" if stream == VAR else ".tdb"))
 
-    def location(self, field: ZeroField, k: int, stream: str) -> TileLocation:
+    def location(self, field: Legacy0xField, k: int, stream: str) -> TileLocation:
         return self._once(("location", field.idx, k, stream), lambda: self._location(field, k, stream))
 
-    def _location(self, field: ZeroField, k: int, stream: str) -> TileLocation:
+    def _location(self, field: Legacy0xField, k: int, stream: str) -> TileLocation:
         bk = self.book_keeping()
         ntiles = self.tile_count()
         if not 0 <= k < ntiles:
@@ -377,20 +377,20 @@ class ZeroFragment(FragmentFolder):
                                                   f"but the file has {file_size}")
         return TileLocation(rel, start, size, size, False)
 
-    def _first_offset(self, field: ZeroField, k: int) -> int:
+    def _first_offset(self, field: Legacy0xField, k: int) -> int:
         data = self.tile(field, k, DATA).data
         if len(data) < 8:
             raise FormatError(self.data_file(field, DATA), "offsets tile", 0, f"tile {k} holds no offset")
         return int(np.frombuffer(data, "<u8", count=1)[0])
 
-    def var_base(self, field: ZeroField, k: int) -> int:
+    def var_base(self, field: Legacy0xField, k: int) -> int:
         """Where tile k's values start in the fragment's whole uncompressed var stream."""
         sizes = self.book_keeping().tile_var_sizes[field.idx]
         if len(sizes):
             return int(np.sum(sizes[:k], dtype=np.uint64))
         return self.location(field, k, VAR).offset
 
-    def tile(self, field: ZeroField, k: int, stream: str) -> ZeroTile:
+    def tile(self, field: Legacy0xField, k: int, stream: str) -> Legacy0xTile:
         key = ("zero tile", self.store.path, self.rel, self.cache_token(), field.idx, k, stream)
 
         def make():
@@ -408,7 +408,7 @@ class ZeroFragment(FragmentFolder):
                 if codec.compressed:
                     record["note"] = (f"the schema says {codec.compressor_name} but the book-keeping lists no "
                                       f"tile offsets: read at its fixed position, uncompressed")
-            return ZeroTile(data, loc, record), len(data) + 512
+            return Legacy0xTile(data, loc, record), len(data) + 512
 
         try:
             return self.store.cache.get_or_make(key, make)

@@ -21,7 +21,7 @@ _DIGITS = re.compile(r"[0-9]+\Z")
 
 
 @dataclass(frozen=True)
-class ZeroFragmentName:
+class Legacy0xFragmentName:
     name: str
     hidden: bool                  # leading '.': not renamed into place yet
     writer_id: str                # everything between '__' and the last '_'
@@ -34,7 +34,7 @@ class ZeroFragmentName:
 
 
 @safety_net("fragment name", file_arg="name")
-def parse_fragment_name(name: str) -> ZeroFragmentName:
+def parse_fragment_name(name: str) -> Legacy0xFragmentName:
     hidden = name.startswith(".")
     body = name[1:] if hidden else name
     start = 1 if hidden else 0
@@ -61,10 +61,10 @@ def parse_fragment_name(name: str) -> ZeroFragmentName:
         else:
             kind = "unknown"
     ts = int(ms)
-    return ZeroFragmentName(name, hidden, writer, kind, uuid, mac, thread, ts, iso8601_ms(ts))
+    return Legacy0xFragmentName(name, hidden, writer, kind, uuid, mac, thread, ts, iso8601_ms(ts))
 
 
-def name_to_dict(n: ZeroFragmentName) -> dict:
+def name_to_dict(n: Legacy0xFragmentName) -> dict:
     out = {"writer_id": n.writer_id, "writer_kind": n.writer_kind}
     if n.uuid:
         out["uuid"] = n.uuid

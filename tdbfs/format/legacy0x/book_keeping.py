@@ -15,7 +15,7 @@ import numpy as np
 from ..cursor import Cursor
 from ..errors import FormatError
 from ..errors import safety_net
-from .schema import ZeroSchema
+from .schema import Legacy0xSchema
 
 STRUCTURE = "book-keeping"
 # A book-keeping file holds a few u64 per tile: far below this even for huge fragments.
@@ -50,7 +50,7 @@ def gunzip(data: bytes, file: str) -> bytes:
 
 
 @safety_net("book-keeping")
-def parse_book_keeping(gz: bytes, file: str, schema: ZeroSchema) -> BookKeeping:
+def parse_book_keeping(gz: bytes, file: str, schema: Legacy0xSchema) -> BookKeeping:
     data = gunzip(gz, file)
     # offsets are positions in the decompressed stream
     c = Cursor(data, file, STRUCTURE, within="decompressed stream")
@@ -80,7 +80,7 @@ def parse_book_keeping(gz: bytes, file: str, schema: ZeroSchema) -> BookKeeping:
                        tile_offsets, var_offsets, var_sizes, last)
 
 
-def book_keeping_to_dict(bk: BookKeeping, schema: ZeroSchema) -> dict:
+def book_keeping_to_dict(bk: BookKeeping, schema: Legacy0xSchema) -> dict:
     dims = schema.dimensions
     names = [a.name for a in schema.attributes]
     return {
@@ -99,7 +99,7 @@ def book_keeping_to_dict(bk: BookKeeping, schema: ZeroSchema) -> dict:
     }
 
 
-def _field(schema: ZeroSchema, i: int) -> str:
+def _field(schema: Legacy0xSchema, i: int) -> str:
     return schema.attributes[i].name if i < len(schema.attributes) else "__coords"
 
 

@@ -1,6 +1,6 @@
 """TileDB 0.x decoders on bytes: schema, book-keeping, fragment names, tile codecs.
 
-Library-written arrays are checked in tests/test_zero_arrays.py; here the decoders face the
+Library-written arrays are checked in tests/test_legacy0x_arrays.py; here the decoders face the
 spec's forms (FORMAT_0x.md) built by hand, truncation and corruption.
 """
 
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from tdbfs.format.errors import FormatError
-from tdbfs.format.zero.book_keeping import parse_book_keeping
-from tdbfs.format.zero.codecs import TileLayout, bitunshuffle, decode_tile, default_block_size, undo_delta
-from tdbfs.format.zero.names import parse_fragment_name
-from tdbfs.format.zero.schema import Codec, parse_schema
+from tdbfs.format.legacy0x.book_keeping import parse_book_keeping
+from tdbfs.format.legacy0x.codecs import TileLayout, bitunshuffle, decode_tile, default_block_size, undo_delta
+from tdbfs.format.legacy0x.names import parse_fragment_name
+from tdbfs.format.legacy0x.schema import Codec, parse_schema
 
 
 def _s(text: str) -> bytes:

@@ -94,7 +94,7 @@ class Attribute:
 
 
 @dataclass(frozen=True)
-class ZeroSchema:
+class Legacy0xSchema:
     file: str
     version: int | None           # None: original Intel-HLS (no tag)
     workspace: str | None
@@ -127,7 +127,7 @@ class ZeroSchema:
 
 
 @safety_net("array schema")
-def parse_schema(data: bytes, file: str = "__array_schema.tdb") -> ZeroSchema:
+def parse_schema(data: bytes, file: str = "__array_schema.tdb") -> Legacy0xSchema:
     c = Cursor(data, file, STRUCTURE)
     version = workspace = None
     first = c.u32("version tag or array name length")
@@ -207,12 +207,12 @@ def parse_schema(data: bytes, file: str = "__array_schema.tdb") -> ZeroSchema:
         Attribute(attr_names[i], DATATYPES[types[i]], cvns[i], Codec(compression[i], levels[i]),
                   Codec(offsets[i], offsets_levels[i]) if cvns[i] == VAR_NUM else None)
         for i in range(n))
-    return ZeroSchema(file, version, workspace, name, bool(dense), tile_order, cell_order, capacity, attrs,
+    return Legacy0xSchema(file, version, workspace, name, bool(dense), tile_order, cell_order, capacity, attrs,
                       tuple(dim_names), coord_type, tuple(tuple(r) for r in domain.tolist()), extents,
                       Codec(compression[n], levels[n]), len(data))
 
 
-def looks_like_zero_schema(data: bytes) -> bool:
+def looks_like_legacy0x_schema(data: bytes) -> bool:
     """True when the bytes decode completely as a 0.x schema (tagged or original)."""
     try:
         parse_schema(data)
@@ -221,7 +221,7 @@ def looks_like_zero_schema(data: bytes) -> bool:
         return False
 
 
-def schema_to_dict(s: ZeroSchema) -> dict:
+def schema_to_dict(s: Legacy0xSchema) -> dict:
     out = {"file": s.file, "layout": "TileDB 0.x",
            "form": "GenomicsDB fork (versioned)" if s.version is not None else "original Intel-HLS (no version tag)"}
     if s.version is not None:

@@ -1,7 +1,7 @@
 """TileDB 0.x arrays written by GenomicsDB's TileDB library: every fragment decodes to what the
 library reads back; schema and book-keeping agree with the library; a workspace mounts as one tree.
 
-The arrays are written for real through ctypes (tests/zero_arrays.py). The oracle for one
+The arrays are written for real through ctypes (tests/legacy0x_arrays.py). The oracle for one
 fragment is the library reading a copy of the array holding only that fragment.
 """
 
@@ -15,8 +15,8 @@ import struct
 import numpy as np
 import pytest
 
-import zero_arrays as Z
-from tdbfs.store.zero_array import ZeroArrayStore, ZeroWorkspaceStore, open_zero
+import legacy0x_arrays as Z
+from tdbfs.store.legacy0x import Legacy0xArrayStore, Legacy0xWorkspaceStore, open_legacy0x
 from tdbfs.views.nodes import DirNode, ViewError, resolve
 from tdbfs.views.tree import build_root
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(Z.wheel_library_path() is None,
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    """The workspace of tests/zero_arrays.py and what the library reads from each fragment alone,
+    """The workspace of tests/legacy0x_arrays.py and what the library reads from each fragment alone,
     made in a child process (the library may crash a process at exit)."""
     root = tmp_path_factory.mktemp("zero")
     return Z.load_corpus(root)
@@ -99,8 +99,8 @@ ARRAY_NAMES = ["sparse_none", "sparse_gzip", "sparse_zstd_lz4", "sparse_rle", "s
 @pytest.mark.parametrize("name", ARRAY_NAMES)
 def test_every_fragment_matches_library(corpus, name):
     path, spec = corpus["arrays"][name]
-    store = open_zero(path)
-    assert isinstance(store, ZeroArrayStore)
+    store = open_legacy0x(path)
+    assert isinstance(store, Legacy0xArrayStore)
     root = build_root(store)
     frags = [n for n in os.listdir(path) if n.lstrip(".").startswith("__") and os.path.isdir(os.path.join(path, n))]
     assert sorted(root.children()["fragments"].children()) == sorted(frags)
@@ -125,7 +125,7 @@ def test_every_fragment_matches_library(corpus, name):
 def test_tile_text_and_records(corpus, name):
     """tile_K.txt is the cells as JSON lines; tile_K.yaml gives var offsets as stored and tile-relative."""
     path, spec = corpus["arrays"][name]
-    store = open_zero(path)
+    store = open_legacy0x(path)
     root = build_root(store)
     for frag_name in committed_fragments(path):
         frag = store.fragment(frag_name)
@@ -162,7 +162,7 @@ def test_schema_matches_library(corpus):
     import yaml
     for name, (path, spec) in corpus["arrays"].items():
         lib = corpus["schemas"][path]
-        root = build_root(open_zero(path))
+        root = build_root(open_legacy0x(path))
         assert resolve(root, "schema/current.yaml").target == "__array_schema.tdb.yaml"
         doc = yaml.safe_load(read_node(root, "schema/__array_schema.tdb.yaml"))
         assert doc["form"].startswith("GenomicsDB") and doc["version"] == 2
@@ -192,7 +192,7 @@ def test_book_keeping_agrees_with_cells(corpus):
     for name in ("sparse_gzip", "sparse_zstd_lz4", "sparse_types", "sparse_hilbert", "sparse_extents_col",
                  "dense_gzip", "sparse_consolidated"):
         path, spec = corpus["arrays"][name]
-        store = open_zero(path)
+        store = open_legacy0x(path)
         root = build_root(store)
         for frag_name in committed_fragments(path):
             frag = store.fragment(frag_name)
@@ -221,7 +221,7 @@ def test_dense_subarray_is_the_non_empty_domain(corpus):
     """A dense write that is not tile-aligned stores whole tiles; the non-empty domain is its subarray."""
     import yaml
     path, spec = corpus["arrays"]["dense_gzip"]
-    root = build_root(open_zero(path))
+    root = build_root(open_legacy0x(path))
     docs = [yaml.safe_load(read_node(root, f"fragments/{n}/fragment.yaml")) for n in committed_fragments(path)]
     by_cells = sorted(docs, key=lambda d: d["cell_count"])
     assert by_cells[0]["non_empty_domain"] == {"d1": [1, 2], "d2": [2, 4]}
@@ -232,7 +232,7 @@ def test_dense_subarray_is_the_non_empty_domain(corpus):
 def test_fragment_yaml_parses_the_name(corpus):
     import yaml
     path, spec = corpus["arrays"]["sparse_gzip"]
-    root = build_root(open_zero(path))
+    root = build_root(open_legacy0x(path))
     for n in committed_fragments(path):
         doc = yaml.safe_load(read_node(root, f"fragments/{n}/fragment.yaml"))
         assert doc["writer_kind"] == "uuid+thread"
@@ -244,7 +244,7 @@ def test_fragment_yaml_parses_the_name(corpus):
 def test_uncommitted_fragments_are_shown_and_flagged(corpus):
     import yaml
     path, spec = corpus["arrays"]["dense_interrupted"]
-    root = build_root(open_zero(path))
+    root = build_root(open_legacy0x(path))
     names = sorted(root.children()["fragments"].children())
     hidden = [n for n in names if n.startswith(".__")]
     assert len(hidden) == 1 and len(names) == 2
@@ -262,7 +262,7 @@ def test_uncommitted_fragments_are_shown_and_flagged(corpus):
     assert any(p["file"].endswith("__book_keeping.tdb.gz") for p in summary["problems"])
 
     path, spec = corpus["arrays"]["sparse_unmarked"]
-    root = build_root(open_zero(path))
+    root = build_root(open_legacy0x(path))
     unmarked = [n for n in os.listdir(path) if n.startswith("__") and os.path.isdir(os.path.join(path, n))
                 and n not in committed_fragments(path)]
     assert len(unmarked) == 1
@@ -310,8 +310,8 @@ def test_original_intel_hls_schema(corpus, tmp_path, name):
     shutil.copytree(path, copy)
     versioned = (copy / "__array_schema.tdb").read_bytes()
     (copy / "__array_schema.tdb").write_bytes(legacy_schema_bytes(versioned))
-    store = open_zero(str(copy))
-    assert isinstance(store, ZeroArrayStore)
+    store = open_legacy0x(str(copy))
+    assert isinstance(store, Legacy0xArrayStore)
     root = build_root(store)
     doc = yaml.safe_load(read_node(root, "schema/__array_schema.tdb.yaml"))
     assert doc["form"].startswith("original") and "version" not in doc
@@ -327,8 +327,8 @@ def test_original_intel_hls_schema(corpus, tmp_path, name):
 
 def test_workspace_is_one_tree(corpus):
     import yaml
-    store = open_zero(corpus["ws"])
-    assert isinstance(store, ZeroWorkspaceStore)
+    store = open_legacy0x(corpus["ws"])
+    assert isinstance(store, Legacy0xWorkspaceStore)
     root = build_root(store)
     top = root.children()
     assert set(top) == {"README.txt", "workspace.yaml", "arrays", "files"}
@@ -342,7 +342,7 @@ def test_workspace_is_one_tree(corpus):
     assert doc["arrays"]["sparse_consolidated"]["fragments"] == 1
     # an array in the workspace shows the same tree as when mounted alone
     path, spec = corpus["arrays"]["grp/in_group"]
-    alone = build_root(open_zero(path))
+    alone = build_root(open_legacy0x(path))
     frag = committed_fragments(path)[0]
     for sub in ("attrs/a1/tile_0.bin", "dims/__coords/tile_1.txt", "dims/d2/tile_2.bin", "book_keeping.yaml"):
         assert read_node(root, f"arrays/grp%2Fin_group/fragments/{frag}/{sub}") == \
@@ -353,7 +353,7 @@ def test_workspace_is_one_tree(corpus):
 def test_today_arrays_are_not_routed(array_factory):
     """A TileDB 2.x array is opened by ArrayStore exactly as before."""
     arr = array_factory("sparse")
-    assert open_zero(arr.path) is None
+    assert open_legacy0x(arr.path) is None
 
 
 def test_mount_workspace(corpus, mount, tmp_path):
@@ -366,7 +366,7 @@ def test_mount_workspace(corpus, mount, tmp_path):
     assert sorted(os.listdir(mnt / "arrays")) == sorted(n.replace("/", "%2F") for n in corpus["arrays"])
     path, spec = corpus["arrays"]["sparse_gzip"]
     frag = committed_fragments(path)[0]
-    store = open_zero(path)
+    store = open_legacy0x(path)
     want = fragment_oracle(corpus, path, spec, frag)
     tdir = mnt / "arrays" / "sparse_gzip" / "fragments" / frag / "attrs" / "a1"
     ntiles = store.fragment(frag).tile_count()
@@ -419,7 +419,7 @@ def test_blosc_tiles(corpus, tmp_path, codec):
         if a.var:
             schema[len(schema) - 2 * n + i] = codec
     (copy / "__array_schema.tdb").write_bytes(bytes(schema))
-    original = open_zero(path)
+    original = open_legacy0x(path)
     for frag_name in committed_fragments(path):
         frag = original.fragment(frag_name)
         bk = frag.book_keeping()
@@ -439,7 +439,7 @@ def test_blosc_tiles(corpus, tmp_path, codec):
                 suffix = "_var.tdb" if stream == "var" else ".tdb"
                 (copy / frag_name / (field.name + suffix)).write_bytes(b"".join(blobs))
         (copy / frag_name / "__book_keeping.tdb.gz").write_bytes(book_keeping_file(bk, tile_offsets, var_offsets))
-    store = open_zero(str(copy))
+    store = open_legacy0x(str(copy))
     root = build_root(store)
     import yaml
     doc = yaml.safe_load(read_node(root, "schema/__array_schema.tdb.yaml"))
@@ -459,14 +459,14 @@ def test_corrupt_tile_and_truncated_book_keeping(corpus, tmp_path):
     copy = tmp_path / "bad"
     shutil.copytree(path, copy)
     frags = sorted(committed_fragments(path))
-    store = open_zero(path)
+    store = open_legacy0x(path)
     loc = store.fragment(frags[0]).location(store.fragment(frags[0]).fields()[0], 1, "data")
     data = bytearray((copy / frags[0] / "a1.tdb").read_bytes())
     data[loc.offset + 2:loc.offset + 6] = b"\xff\xff\xff\xff"  # inside tile 1's deflate stream
     (copy / frags[0] / "a1.tdb").write_bytes(bytes(data))
     bk = copy / frags[1] / "__book_keeping.tdb.gz"
     bk.write_bytes(bk.read_bytes()[:20])
-    root = build_root(open_zero(str(copy)))
+    root = build_root(open_legacy0x(str(copy)))
     base = f"fragments/{frags[0]}"
     assert read_node(root, f"{base}/attrs/a1/tile_0.bin") == read_node(build_root(store), f"{base}/attrs/a1/tile_0.bin")
     with pytest.raises(ViewError):
@@ -500,7 +500,7 @@ def test_dimension_tile_records(corpus, name):
     tile it is cut from, with which dimension and where its values sit in each cell."""
     import yaml
     path, spec = corpus["arrays"][name]
-    store = open_zero(path)
+    store = open_legacy0x(path)
     root = build_root(store)
     for frag_name in committed_fragments(path):
         frag = store.fragment(frag_name)
@@ -529,9 +529,9 @@ def test_dimension_tile_records(corpus, name):
 
 def test_views_read_files_only_through_the_store(corpus, monkeypatch):
     """Workspace files, raw files and mtimes come from the store's reads, never a path opened by a view."""
-    import tdbfs.views.zero_views as zv
+    import tdbfs.views.legacy0x_views as zv
     assert not hasattr(zv, "os")
-    ws = open_zero(corpus["ws"])
+    ws = open_legacy0x(corpus["ws"])
     files = zv.workspace_files(ws)
     calls = []
     cls = type(files)
@@ -550,6 +550,6 @@ def test_views_read_files_only_through_the_store(corpus, monkeypatch):
     path, _ = corpus["arrays"]["sparse_gzip"]
     frag = committed_fragments(path)[0]
     calls.clear()
-    assert read_node(build_root(open_zero(path)), f"fragments/{frag}/raw/a1.tdb") == \
+    assert read_node(build_root(open_legacy0x(path)), f"fragments/{frag}/raw/a1.tdb") == \
         open(os.path.join(path, frag, "a1.tdb"), "rb").read()
     assert "pread" in calls

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..format.zero.book_keeping import book_keeping_to_dict
-from ..format.zero.names import name_to_dict
-from ..format.zero.schema import COORDS, schema_to_dict
-from ..store.zero_array import (BOOK_KEEPING_FILE, COORDINATES, DATA, SCHEMA_FILE, VAR, ZeroArrayStore,
-                                ZeroFragment, ZeroWorkspaceStore)
+from ..format.legacy0x.book_keeping import book_keeping_to_dict
+from ..format.legacy0x.names import name_to_dict
+from ..format.legacy0x.schema import COORDS, schema_to_dict
+from ..store.legacy0x import (BOOK_KEEPING_FILE, COORDINATES, DATA, SCHEMA_FILE, VAR, Legacy0xArrayStore,
+                                Legacy0xFragment, Legacy0xWorkspaceStore)
 from ..store.problems import merged
 from .common import CachedFile, KeyedDir, LiveFile, guarded, yaml_file
 from .fragment_views import RawFile, guarded_children
@@ -25,15 +25,15 @@ from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
 SCHEMA_VIEW = SCHEMA_FILE + ".yaml"
 
 
-def build_zero_root(store) -> DirNode:
-    if isinstance(store, ZeroWorkspaceStore):
+def build_legacy0x_root(store) -> DirNode:
+    if isinstance(store, Legacy0xWorkspaceStore):
         return workspace_root(store)
     return array_root(store)
 
 
 # -- workspace --------------------------------------------------------------------------
 
-def workspace_root(ws: ZeroWorkspaceStore) -> DirNode:
+def workspace_root(ws: Legacy0xWorkspaceStore) -> DirNode:
     root = workspace_files(ws)
     mtime = lambda: _mtime(root, "")
     readme = BytesFile(lambda: WORKSPACE_README.encode(), immutable=True, mtime=_mtime(root, ""))
@@ -46,7 +46,7 @@ def workspace_root(ws: ZeroWorkspaceStore) -> DirNode:
                       mtime)
 
 
-def _lazy_array(ws: ZeroWorkspaceStore, rel: str) -> DirNode:
+def _lazy_array(ws: Legacy0xWorkspaceStore, rel: str) -> DirNode:
     holder = {}
 
     def children():
@@ -57,13 +57,13 @@ def _lazy_array(ws: ZeroWorkspaceStore, rel: str) -> DirNode:
     return DynamicDir(children, lambda: _mtime(ws.array(rel), ""))
 
 
-def workspace_files(ws: ZeroWorkspaceStore):
+def workspace_files(ws: Legacy0xWorkspaceStore):
     """What reads the files at the workspace root: the workspace store itself once it reads files,
     else an array store rooted there (as `ws.array` roots one at each array), whose reads never
     follow a symlink nor open anything but a regular file."""
     if all(hasattr(ws, m) for m in ("pread", "file_size", "stat")):
         return ws
-    return ZeroArrayStore(ws.path, cache=ws.cache)
+    return Legacy0xArrayStore(ws.path, cache=ws.cache)
 
 
 class StoreFile(FileNode):
@@ -88,14 +88,14 @@ class StoreFile(FileNode):
             raise ViewError(f"{self._rel}: not readable ({exc})") from None
 
 
-def workspace_summary(ws: ZeroWorkspaceStore) -> dict:
+def workspace_summary(ws: Legacy0xWorkspaceStore) -> dict:
     out = {"uri": ws.path, "layout": "TileDB 0.x", "kind": ws.kind}
     arrays = {}
     for rel in ws.array_paths():
         store = ws.array(rel)
         entry = {"path": rel}
         try:
-            s = store.zero_schema()
+            s = store.legacy0x_schema()
             entry["array_type"] = "dense" if s.dense else "sparse"
             entry["schema_form"] = "versioned" if s.version is not None else "original"
         except Exception as exc:
@@ -116,7 +116,7 @@ def workspace_summary(ws: ZeroWorkspaceStore) -> dict:
 
 # -- one array ----------------------------------------------------------------------------
 
-def array_root(store: ZeroArrayStore) -> DirNode:
+def array_root(store: Legacy0xArrayStore) -> DirNode:
     problems = store.problems
     mtime = lambda: _mtime(store, "")
     readme = BytesFile(lambda: ARRAY_README.encode(), immutable=True, mtime=_mtime(store, ""))
@@ -124,17 +124,17 @@ def array_root(store: ZeroArrayStore) -> DirNode:
                        mtime=_mtime(store, ""))
     schema_dir = KeyedDir(lambda: [SCHEMA_VIEW, "current.yaml"] if store.schema_files() else [],
                           lambda name: SymlinkNode(SCHEMA_VIEW) if name == "current.yaml" else yaml_file(
-                              lambda: schema_to_dict(store.zero_schema()), problems, SCHEMA_FILE, "0.x array schema",
+                              lambda: schema_to_dict(store.legacy0x_schema()), problems, SCHEMA_FILE, "0.x array schema",
                               immutable=False, mtime=_mtime(store, SCHEMA_FILE)), mtime=mtime)
     fragments = KeyedDir(store.fragment_paths, lambda name: fragment_dir(store.fragment(name)), mtime=mtime)
     return DynamicDir(lambda: {"README.txt": readme, "array.yaml": summary, "schema": schema_dir,
                                "fragments": fragments}, mtime)
 
 
-def array_summary(store: ZeroArrayStore) -> dict:
+def array_summary(store: Legacy0xArrayStore) -> dict:
     out: dict = {"uri": store.path, "layout": "TileDB 0.x"}
     try:
-        s = store.zero_schema()
+        s = store.legacy0x_schema()
         out["array_type"] = "dense" if s.dense else "sparse"
         out["schema_form"] = ("GenomicsDB fork, schema version %d" % s.version if s.version is not None
                               else "original Intel-HLS (no version tag)")
@@ -154,7 +154,7 @@ def array_summary(store: ZeroArrayStore) -> dict:
 
 # -- one fragment ---------------------------------------------------------------------------
 
-def fragment_dir(frag: ZeroFragment) -> DirNode:
+def fragment_dir(frag: Legacy0xFragment) -> DirNode:
     problems = frag.problems
     t = frag.mtime()
     store = frag.store
@@ -179,7 +179,7 @@ def fragment_dir(frag: ZeroFragment) -> DirNode:
     return StaticDir(children, immutable=True, mtime=t)
 
 
-def fragment_summary(frag: ZeroFragment) -> dict:
+def fragment_summary(frag: Legacy0xFragment) -> dict:
     out: dict = {"name": frag.name, "path": frag.rel, "layout": "TileDB 0.x"}
     try:
         out.update(name_to_dict(frag.parsed_name))
@@ -206,7 +206,7 @@ def fragment_summary(frag: ZeroFragment) -> dict:
     return out
 
 
-def _rtree(frag: ZeroFragment) -> dict:
+def _rtree(frag: Legacy0xFragment) -> dict:
     dims = frag.schema().dimensions
     header = ["mbr"] + [f"{d}_{end}" for d in dims for end in ("min", "max")]
 
@@ -218,7 +218,7 @@ def _rtree(frag: ZeroFragment) -> dict:
                                       guarded(render, frag.problems, frag.rel, "MBRs"), mtime=frag.mtime())}
 
 
-def tiles_csv(frag: ZeroFragment) -> bytes:
+def tiles_csv(frag: Legacy0xFragment) -> bytes:
     n = frag.tile_count()
     header = ["tile", "cells"]
     columns = [[frag.tile_cell_num(k) for k in range(n)]]
@@ -239,7 +239,7 @@ def _streams(field) -> list[str]:
     return [DATA, VAR] if field.var_sized else [DATA]
 
 
-def _field_dirs(frag: ZeroFragment, coords: bool) -> dict:
+def _field_dirs(frag: Legacy0xFragment, coords: bool) -> dict:
     out = {}
     for f in frag.fields():
         if (f.kind == COORDINATES) != coords:
@@ -252,13 +252,13 @@ def _field_dirs(frag: ZeroFragment, coords: bool) -> dict:
     return out
 
 
-class ZeroTileFile(FileNode):
+class Legacy0xTileFile(FileNode):
     """A decoded stream of one tile: exact size from the book-keeping, decoded on first read.
     `column` picks one dimension out of interleaved coordinates."""
 
     immutable = True
 
-    def __init__(self, frag: ZeroFragment, field, k: int, stream: str, column: int | None = None):
+    def __init__(self, frag: Legacy0xFragment, field, k: int, stream: str, column: int | None = None):
         self._frag, self._field, self._k, self._stream, self._column = frag, field, k, stream, column
         self._mtime = frag.mtime()
 
@@ -290,22 +290,22 @@ def _with_cost(data: bytes):
     return data, len(data) + 64
 
 
-def coords_column(frag: ZeroFragment, data: bytes, d: int) -> bytes:
+def coords_column(frag: Legacy0xFragment, data: bytes, d: int) -> bytes:
     s = frag.schema()
     values = np.frombuffer(data[: len(data) - len(data) % s.coords_size], s.coord_type.dtype)
     return np.ascontiguousarray(values.reshape(-1, s.dim_num)[:, d]).tobytes()
 
 
-def _tile_files(frag: ZeroFragment, field) -> dict:
+def _tile_files(frag: Legacy0xFragment, field) -> dict:
     t = frag.mtime()
     cache = frag.store.cache
     stem = escape_name(field.name)
     where = f"{frag.rel}/{field.name}"
     out = {"info.yaml": yaml_file(lambda: field_info(frag, field), frag.problems, frag.rel, "field info", mtime=t)}
     for k in range(frag.tile_count()):
-        out[f"tile_{k}.bin"] = ZeroTileFile(frag, field, k, DATA)
+        out[f"tile_{k}.bin"] = Legacy0xTileFile(frag, field, k, DATA)
         if field.var_sized:
-            out[f"tile_{k}.var.bin"] = ZeroTileFile(frag, field, k, VAR)
+            out[f"tile_{k}.var.bin"] = Legacy0xTileFile(frag, field, k, VAR)
         key = (frag.store.path, frag.rel, stem, k)
         out[f"tile_{k}.txt"] = CachedFile(cache, ("zero txt",) + key,
                                           guarded(lambda k=k: tile_text(frag, field, k), frag.problems, where,
@@ -316,7 +316,7 @@ def _tile_files(frag: ZeroFragment, field) -> dict:
     return out
 
 
-def _dim_files(frag: ZeroFragment, field, d: int) -> dict:
+def _dim_files(frag: Legacy0xFragment, field, d: int) -> dict:
     t = frag.mtime()
     s = frag.schema()
     dim = s.dimensions[d]
@@ -326,7 +326,7 @@ def _dim_files(frag: ZeroFragment, field, d: int) -> dict:
                                            "tile_count": frag.tile_count()},
                                   frag.problems, frag.rel, "field info", mtime=t)}
     for k in range(frag.tile_count()):
-        out[f"tile_{k}.bin"] = ZeroTileFile(frag, field, k, DATA, column=d)
+        out[f"tile_{k}.bin"] = Legacy0xTileFile(frag, field, k, DATA, column=d)
 
         def text(k=k):
             col = np.frombuffer(coords_column(frag, frag.tile(field, k, DATA).data, d), s.coord_type.dtype)
@@ -340,7 +340,7 @@ def _dim_files(frag: ZeroFragment, field, d: int) -> dict:
     return out
 
 
-def coords_dim_record(frag: ZeroFragment, field, d: int, k: int) -> dict:
+def coords_dim_record(frag: Legacy0xFragment, field, d: int, k: int) -> dict:
     """Tile K of one dimension: nothing of it is stored apart, so its record is the __coords tile
     it is cut from (where it is on disk, its codec, how it decoded), and where the column sits in it."""
     s = frag.schema()
@@ -353,7 +353,7 @@ def coords_dim_record(frag: ZeroFragment, field, d: int, k: int) -> dict:
     return out
 
 
-def field_info(frag: ZeroFragment, field) -> dict:
+def field_info(frag: Legacy0xFragment, field) -> dict:
     files = dict(frag.files())
     if field.kind == COORDINATES:
         s = frag.schema()
@@ -373,7 +373,7 @@ def field_info(frag: ZeroFragment, field) -> dict:
     return out
 
 
-def tile_text(frag: ZeroFragment, field, k: int) -> bytes:
+def tile_text(frag: Legacy0xFragment, field, k: int) -> bytes:
     data = frag.tile(field, k, DATA).data
     if field.kind == COORDINATES:
         s = frag.schema()
@@ -388,7 +388,7 @@ def tile_text(frag: ZeroFragment, field, k: int) -> bytes:
     return fixed_cells_text(values, a.cell_val_num, dt.is_string, None)
 
 
-def tile_record(frag: ZeroFragment, field, k: int) -> dict:
+def tile_record(frag: Legacy0xFragment, field, k: int) -> dict:
     out = {"field": field.name, "stem": escape_name(field.name), "tile": k, "cells": frag.tile_cell_num(k),
            "streams": {}}
     for stream in _streams(field):
