@@ -1,13 +1,15 @@
 """`tdbfs check`: the fsck of TileDB arrays, built on the store.
 
 Every structure is decoded on its own (schemas, enumerations, array metadata,
-commit files, consolidated fragment metadata, and per fragment the footer, each
-generic tile of `__fragment_metadata.tdb` and every tile of every stream), and
-then cross-checked: footer file sizes and tile offsets against the files,
-fragment folders against commit markers, vacuum lists against live fragments,
-`__fragment_meta` footers against each fragment's own. A failure is one problem
-naming file, structure and byte offset; nothing here prints, and the array is
-only ever read.
+commit files, consolidated fragment metadata, and per fragment its metadata --
+the footer and each generic tile of `__fragment_metadata.tdb`, or a 0.x
+book-keeping -- and every tile of every stream), and then cross-checked: footer
+file sizes and tile offsets against the files, fragment folders against commit
+markers, vacuum lists against live fragments, `__fragment_meta` footers against
+each fragment's own. Fragments of both layouts are checked alike, through the
+fragment interface (store/fragment_interface.py); a 0.x workspace is checked
+array by array. A failure is one problem naming file, structure and byte
+offset; nothing here prints, and the array is only ever read.
 """
 
 from __future__ import annotations
@@ -16,38 +18,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .format.errors import FormatError
-from .text import shown
-
-from .store.problems import ERROR, WARNING  # noqa: F401 -- WARNING: states TileDB itself leaves behind
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    structure: str
-    offset: int | None          # byte offset in `file`, or in the payload named by `within`
-    message: str
-    severity: str = ERROR
-    within: str = ""
-
-    def line(self) -> str:
-        where = "-" if self.offset is None else str(self.offset)
-        inside = f" ({self.within}, payload byte {self.offset})" if self.within else ""
-        return f"{self.file}:{where}: {self.structure}{inside}: {self.message}"
-
-    def to_dict(self) -> dict:
-        out = {"file": self.file, "structure": self.structure, "offset": self.offset,
-               "message": self.message, "severity": self.severity}
-        if self.within:
-            out["within"] = self.within
-        return out
-
-    @classmethod
-    def of(cls, p: dict) -> "Problem":
-        """A problem as printed: names that are not UTF-8 escaped, as the mount's YAML shows them."""
-        return cls(shown(p.get("file") or ""), shown(p.get("structure") or ""), p.get("offset"),
-                   shown(p.get("message") or ""), p.get("severity") or ERROR, shown(p.get("within") or ""))
+from .problem import ERROR, WARNING, Problem  # noqa: F401 -- WARNING: states TileDB itself leaves behind
+from .store.fragment_interface import streams
 
 
 @dataclass
@@ -79,30 +51,30 @@ class CheckResult:
     def to_dict(self) -> dict:
         return {"array": self.array, "clean": self.clean, "errors": len(self.errors),
                 "warnings": len(self.warnings), "counts": dict(self.counts),
-                "problems": [p.to_dict() for p in self.problems]}
+                "problems": [p.printable().to_dict() for p in self.problems]}
 
 
 Progress = Callable[[int, int, str], None]
 
 
 def check_array(store, progress: Progress | None = None) -> CheckResult:
-    """Check the array of `store` (an ArrayStore, or a 0.x store); never raises for damage it finds.
+    """Check the array of `store` (an ArrayStore, a 0.x array store, or a 0.x workspace store, whose every
+    array is checked); never raises for damage it finds.
 
     Everything is decoded through the store, which records what fails; the result lists the store's
     findings, the list array.yaml shows, so a mount that has read everything says the same."""
     checker = _Checker(store, progress or (lambda done, total, what: None))
-    if getattr(store, "legacy0x_layout", None):
-        checker.run_legacy0x()
+    if store.legacy0x_layout == "workspace":
+        for rel in store.array_paths():
+            checker.run(store.array(rel))
     else:
-        checker.run()
-    findings = store.findings() if hasattr(store, "findings") else store.all_problems()
-    checker.result.problems = [Problem.of(p) for p in findings]
+        checker.run(store)
+    checker.result.problems = store.findings()
     return checker.result
 
 
 class _Checker:
     def __init__(self, store, progress: Progress):
-        self.store = store
         self.progress = progress
         self.result = CheckResult(getattr(store, "path", ""),
                                   counts={"fragments": 0, "tiles": 0, "generic_tiles": 0, "files": 0})
@@ -111,18 +83,37 @@ class _Checker:
         self.result.counts[what] = self.result.counts.get(what, 0) + n
 
     # -- the whole array -----------------------------------------------------------------
-    def run(self) -> None:
-        store = self.store
+    def run(self, store) -> None:
         fragments = store.fragment_paths()
         steps = 4 + len(fragments)
-        done = 0
-        self.progress(done, steps, "schemas")
+        self.progress(0, steps, "schemas")
+        if store.legacy0x_layout:
+            for rel in store.schema_files():   # 0.x keeps nothing else at the array level
+                self.count("files")
+                store.attempt(store.legacy0x_schema, rel, "0.x array schema")
+        else:
+            self._array_files(store, steps)
+        done = 3
+        for rel in fragments:
+            self.progress(done, steps, os.path.basename(rel))
+            self._fragment(store, store.fragment(rel))
+            done += 1
+        if not store.legacy0x_layout:
+            self.progress(done, steps, "consolidated fragment metadata")
+            for rel in store.fragment_meta_files():
+                self.count("files")
+                if store.attempt(lambda rel=rel: store.consolidated_fragment_metadata(rel), rel,
+                                 "consolidated fragment metadata") is not None:
+                    self.count("generic_tiles")
+        self.progress(steps, steps, "done")
+
+    def _array_files(self, store, steps: int) -> None:
+        """The array-level files of TileDB 2.x: schemas, enumerations, array metadata, commits."""
         for rel in store.schema_files():
-            self._generic_file(rel, "array schema", store.schema)
+            self._generic_file(store, rel, "array schema", store.schema)
         for rel in store.enumeration_files():
-            self._generic_file(rel, "enumeration", store.enumeration)
-        done += 1
-        self.progress(done, steps, "array metadata")
+            self._generic_file(store, rel, "enumeration", store.enumeration)
+        self.progress(1, steps, "array metadata")
         for rel in store.metadata_files():
             if rel.endswith(".tmp"):
                 continue
@@ -130,9 +121,8 @@ class _Checker:
                 self.count("files")
                 store.attempt(lambda rel=rel: store.vacuum_file(rel), rel, "vacuum file")
                 continue
-            self._generic_file(rel, "array metadata", store.array_metadata)
-        done += 1
-        self.progress(done, steps, "commits")
+            self._generic_file(store, rel, "array metadata", store.array_metadata)
+        self.progress(2, steps, "commits")
         for rel in store.commit_files():
             self.count("files")
             if rel.endswith(".vac"):
@@ -144,58 +134,18 @@ class _Checker:
             elif rel.endswith((".del", ".upd")):
                 self.count("files", -1)
                 kind = "delete condition" if rel.endswith(".del") else "update condition"
-                self._generic_file(rel, kind, store.condition)
-        done += 1
-        for rel in fragments:
-            self.progress(done, steps, os.path.basename(rel))
-            self._fragment(store.fragment(rel))
-            done += 1
-        self.progress(done, steps, "consolidated fragment metadata")
-        for rel in store.fragment_meta_files():
-            self.count("files")
-            if store.attempt(lambda rel=rel: store.consolidated_fragment_metadata(rel), rel,
-                             "consolidated fragment metadata") is not None:
-                self.count("generic_tiles")
-        self.progress(steps, steps, "done")
+                self._generic_file(store, rel, kind, store.condition)
 
-    def run_legacy0x(self) -> None:
-        """TileDB 0.x: decode every tile through the views its store backs (read every file of the tree)."""
-        from .views.tree import build_root
-        from .views.nodes import DirNode, FileNode, ViewError
-
-        root = build_root(self.store)
-        todo = [("", root)]
-        while todo:
-            path, node = todo.pop()
-            try:
-                if isinstance(node, DirNode):
-                    todo.extend((f"{path}/{n}", c) for n, c in node.children().items())
-                    if os.path.basename(os.path.dirname(path)) == "fragments":
-                        self.count("fragments")
-                elif isinstance(node, FileNode):
-                    node.read(0, node.size())
-                    self.count("files")
-                    name = os.path.basename(path)
-                    if name.startswith("tile_") and name.endswith(".bin"):
-                        self.count("tiles")
-            except ViewError:
-                pass  # the view recorded its problem in the store, which the result lists
-            except FormatError as exc:   # a 0.x view that let a decoding error through
-                self.store.problems.add_error(exc, path.lstrip("/"), "view")
-
-    def _generic_file(self, rel: str, structure: str, parse) -> None:
+    def _generic_file(self, store, rel: str, structure: str, parse) -> None:
         self.count("files")
-        store = self.store
         if store.attempt(lambda: store.generic_tile(rel, 0, structure), rel, structure) is None:
             return
         self.count("generic_tiles")
         store.attempt(lambda: parse(rel), rel, structure)
 
-    # -- one fragment -----------------------------------------------------------------------
-    def _fragment(self, frag) -> None:
-        from .store.fragment import DATA, VAR, VALIDITY
+    # -- one fragment, of either layout --------------------------------------------------------
+    def _fragment(self, store, frag) -> None:
         self.count("fragments")
-        store = self.store
         md = f"{frag.rel}/{frag.METADATA_FILE}"
         self.count("files", len(frag.files()))
         store.fragment_findings(frag)
@@ -204,7 +154,7 @@ class _Checker:
         fields = frag.attempt(frag.stored_fields, md, "fields")
         for f in fields or ():
             ntiles = frag.attempt(lambda f=f: frag.tile_count(f.idx), md, f"tile offsets of {f.stem}")
-            for stream in [DATA] + ([VAR] if f.var_sized else []) + ([VALIDITY] if f.nullable else []):
+            for stream in streams(f):
                 for k in range(ntiles or 0):
                     if frag.attempt(lambda k=k, f=f, stream=stream: frag.tile(f, k, stream),
                                     f"{frag.rel}/{f.stem}", f"tile {k}") is not None:

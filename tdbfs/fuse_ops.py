@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from .views.nodes import DirNode, FileNode, Node, SymlinkNode, ViewError
+from .views.nodes import DirNode, FileNode, Node, NoSuchPath, NotAFolder, SymlinkNode, ViewError, walk
 
 log = logging.getLogger("tdbfs.fuse")
 
@@ -444,31 +444,25 @@ class TdbfsOperations(_OperationsBase):
 
     def _node(self, path: str) -> Node:
         """The node at `path`: FuseOSError(ENOENT) if absent, ENOTDIR through a file."""
-        node: Node = self.root
-        if path in ("/", ""):
-            return node
-        dpath = ""
-        for part in path.strip("/").split("/"):
-            if not isinstance(node, DirNode):
-                raise FuseOSError(errno.ENOTDIR)
-            key = dpath or "/"
-            hit = self._listings.get(key) if self._ttl > 0 else None
-            if hit is not None and hit[1] > time.monotonic():
-                child = _get(hit[0], part)
+        try:
+            return walk(self.root, path, child=self._child)[0]
+        except NoSuchPath:
+            raise FuseOSError(errno.ENOENT) from None
+        except NotAFolder:
+            raise FuseOSError(errno.ENOTDIR) from None
+
+    def _child(self, node: DirNode, name: str, where: str) -> Optional[Node]:
+        key = f"/{where}"
+        hit = self._listings.get(key) if self._ttl > 0 else None
+        child = _get(hit[0], name) if hit is not None and hit[1] > time.monotonic() else None
+        if child is None:
+            if node.cheap_child:
+                # one entry of a big folder (fragments/): found without listing the folder
+                child = node.child(name)
             else:
-                child = None
-            if child is None:
-                if node.cheap_child:
-                    # one entry of a big folder (fragments/): found without listing the folder
-                    child = node.child(part)
-                else:
-                    # not listed yet, or appeared since the cached listing: ask the folder again
-                    child = _get(self._children(key, node, fresh=True), part)
-                if child is None:
-                    raise FuseOSError(errno.ENOENT)
-            node = child
-            dpath = f"{dpath}/{part}"
-        return node
+                # not listed yet, or appeared since the cached listing: ask the folder again
+                child = _get(self._children(key, node, fresh=True), name)
+        return child
 
     def _attrs(self, node: Node, size: Optional[int] = None) -> dict:
         mtime = node.mtime()

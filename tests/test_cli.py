@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tdbfs import __version__, cli
+from tdbfs.cli import common, daemon, mount
 from tdbfs.views.nodes import BytesFile, StaticDir, SymlinkNode, ViewError
 
 from mounting import daemon_pids
@@ -162,7 +163,7 @@ def toy_root():
 
 @pytest.fixture
 def toy(monkeypatch):
-    monkeypatch.setattr(cli, "_open_root", lambda array, cache_mb=512: toy_root())
+    monkeypatch.setattr(common, "open_root", lambda array, cache_mb=512: toy_root())
 
 
 def test_ls_toy(toy, capsys):
@@ -234,9 +235,9 @@ def test_daemon_failure_message():
     err = (b"2024-01-01 00:00:00,000 INFO tdbfs: serving\n"
            b"fuse: unknown option(s): `-o bogus'\n"
            b"tdbfs: error: libfuse could not mount /m\n")
-    assert cli._daemon_failure(err, 1) == "libfuse could not mount /m: fuse: unknown option(s): `-o bogus'"
-    assert cli._daemon_failure(b"tdbfs: error: array not found: /x\n", 1) == "array not found: /x"
-    assert cli._daemon_failure(b"", 3) == "mount failed: the daemon exited with status 3"
+    assert daemon.daemon_failure(err, 1) == "libfuse could not mount /m: fuse: unknown option(s): `-o bogus'"
+    assert daemon.daemon_failure(b"tdbfs: error: array not found: /x\n", 1) == "array not found: /x"
+    assert daemon.daemon_failure(b"", 3) == "mount failed: the daemon exited with status 3"
 
 
 # --------------------------------------------------------------------------- ls / cat / tree on real arrays
@@ -473,7 +474,7 @@ def test_stale_mount_is_reported(arrays, mnt):
 def test_daemon_environment_has_no_key(monkeypatch):
     monkeypatch.setenv("TDBFS_ENCRYPTION_KEY", "k" * 32)
     monkeypatch.setenv("TDBFS_KEY_FILE", "/somewhere/key")
-    env = cli._daemon_env()
+    env = daemon.daemon_env()
     assert "TDBFS_ENCRYPTION_KEY" not in env and "TDBFS_KEY_FILE" not in env
     assert env["MALLOC_MMAP_THRESHOLD_"]  # the rest is kept
 
@@ -484,18 +485,18 @@ def test_key_fd_is_hidden_and_read_once(tmp_path):
     read_fd, write_fd = os.pipe()
     os.write(write_fd, b"0123456789abcdef0123456789abcdef")
     os.close(write_fd)
-    key = cli._read_key_fd(read_fd)
+    key = daemon.read_key_fd(read_fd)
     assert "0123" not in repr(key)
     with pytest.raises(OSError):
         os.fstat(read_fd)  # closed once read
     read_fd, write_fd = os.pipe()
     os.write(write_fd, b"short")
     os.close(write_fd)
-    with pytest.raises(cli.CliError) as info:
-        cli._read_key_fd(read_fd)
+    with pytest.raises(common.CliError) as info:
+        daemon.read_key_fd(read_fd)
     assert "short" not in str(info.value)
 
 
 def test_option_keys():
-    assert cli._option_keys(["allow_other,fsname=x", "attr_timeout=1"]) == {"allow_other", "fsname", "attr_timeout"}
-    assert "fsname" not in cli._option_keys([])
+    assert mount.option_keys(["allow_other,fsname=x", "attr_timeout=1"]) == {"allow_other", "fsname", "attr_timeout"}
+    assert "fsname" not in mount.option_keys([])

@@ -345,14 +345,14 @@ def test_corpus_maps_cover_every_byte(folder, path):
     for frag in frags:
         for name in byte_map.fragment_file_names(frag):
             m = byte_map.file_map(frag, name)
-            assert m.ranges[0].start == 0 and m.ranges[-1].end == m.size == os.path.getsize(store.abspath(frag._file(name)))
+            assert m.ranges[0].start == 0 and m.ranges[-1].end == m.size == os.path.getsize(os.path.join(store.path, frag._file(name)))
             assert all(a.end == b.start for a, b in zip(m.ranges, m.ranges[1:]))
             flagged = [r for r in m.ranges if r.structure in FLAGGED]
             if folder in corpus.REFUSED:
                 continue
             assert not flagged, (name, flagged[:3])
             if name != META:
-                data = Path(store.abspath(frag._file(name))).read_bytes()
+                data = Path(os.path.join(store.path, frag._file(name))).read_bytes()
                 tiles = walk_tiles(data)
                 assert [r.start for r in m.ranges if r.structure.endswith(": nchunks")] == [t[0] for t in tiles]
             elif frag.footer().version <= 2:

@@ -21,6 +21,7 @@ import tiledb
 import arrays
 from mutations import EIO, NAMES, SUMMARIES, copy_array, fragment_mutations, time_limit, walk
 from tdbfs.check import check_array
+from tdbfs.problem import Problem
 from tdbfs.store import ArrayStore
 
 TIME_LIMIT = 10.0
@@ -49,8 +50,8 @@ def _damaged(base, name, tmp_path):
 
 def _near(problems, file, near):
     lo, hi = near
-    return [p for p in problems if p["file"] == file and p["offset"] is not None and lo <= p["offset"] <= hi
-            and not p.get("within")]
+    return [p for p in problems if p.file == file and p.offset is not None and lo <= p.offset <= hi
+            and not p.within]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -96,7 +97,7 @@ def test_mutation(base, name, tmp_path):
     else:
         assert not result.clean and any(p.severity == "error" for p in named)
     if m.near:
-        assert _near([p.to_dict() for p in result.problems], m.file, m.near)
+        assert _near(result.problems, m.file, m.near)
 
 
 def test_undamaged_copy_checks_clean(base, tmp_path):
@@ -129,7 +130,7 @@ def test_cli_check_exit_codes_and_json(base, tmp_path):
     assert res.returncode == 1, res.stderr
     doc = json.loads(res.stdout)
     assert not doc["clean"] and doc["errors"] >= 1
-    assert _near(doc["problems"], m.file, m.near)
+    assert _near([Problem(**p) for p in doc["problems"]], m.file, m.near)
     res = subprocess.run(cmd + [dst], capture_output=True, text=True, timeout=60)
     lines = res.stdout.splitlines()
     assert res.returncode == 1 and any(l.startswith(m.file + ":") for l in lines) and "problems" in lines[-1]

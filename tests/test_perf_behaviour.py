@@ -25,7 +25,7 @@ import pytest
 import tiledb
 import yaml
 
-import tdbfs.store.array_store as array_store_module
+import tdbfs.store.base_store as base_store_module
 import tdbfs.store.fragment as fragment_module
 import tdbfs.views.tree as tree_module
 import tdbfs.views.fragment_views as fragment_views
@@ -178,7 +178,7 @@ def test_a_tile_that_fails_ahead_is_reported_by_the_real_read(tmp_path):
     t1 = resolve(root, f"fragments/{name}/attrs/a0/tile_1.bin")
     with pytest.raises(Exception):
         t1.read(0, 1 << 17)
-    assert [p["structure"] for p in frag.problems.items] == ["tile 1"]
+    assert [p.structure for p in frag.problems.items] == ["tile 1"]
 
 
 def test_decoded_tiles_have_their_own_bound_inside_the_cache():
@@ -255,7 +255,7 @@ def test_listing_fragments_and_commits_makes_no_node(tmp_path):
 
 
 def test_a_walk_keeps_a_bounded_number_of_fragments(tmp_path, monkeypatch):
-    monkeypatch.setattr(array_store_module, "FRAGMENTS_KEPT", 2)
+    monkeypatch.setattr(base_store_module, "FRAGMENTS_KEPT", 2)
     monkeypatch.setattr(tree_module, "FRAGMENT_NODES_KEPT", 2)
     path = tmp_path / "arr"
     names = _dense(path, 5)
@@ -276,13 +276,13 @@ def test_a_walk_keeps_a_bounded_number_of_fragments(tmp_path, monkeypatch):
         assert node is fragments.child(name)  # the node in use stays the same
     assert first_footers[names[0]] is None and all(first_footers[n] for n in names[1:])
     assert names[0] not in [f.name for f in store.loaded_fragments()]
-    damaged = [p for p in store.all_problems() if names[0] in (p.get("file") or "")]
+    damaged = [p for p in store.all_problems() if names[0] in p.file]
     assert damaged and "footer" in yaml.safe_load(_read(root, "array.yaml"))["problems"][0]["structure"]
     # parsed again on demand, to the same bytes; the problem is not doubled
     assert _read(root, f"fragments/{names[1]}/footer.yaml") == first_footers[names[1]]
     with pytest.raises(Exception):
         _read(root, f"fragments/{names[0]}/footer.yaml")
-    assert [p for p in store.all_problems() if names[0] in (p.get("file") or "")] == damaged
+    assert [p for p in store.all_problems() if names[0] in p.file] == damaged
 
 
 STARTUP = textwrap.dedent("""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .cursor import Cursor
 from .datatypes import Datatype, datatype
 from .names import try_parse_name
-from .schema import decode_value, plain
+from .schema import decode_value
 from .errors import safety_net
 
 
@@ -92,26 +92,3 @@ def merge_metadata(files) -> dict[str, MetadataRecord]:
             if not rec.deleted:
                 merged[rec.key] = rec
     return dict(sorted(merged.items()))
-
-
-def record_to_dict(rec: MetadataRecord) -> dict:
-    out = {"key": rec.key, "deleted": rec.deleted}
-    if not rec.deleted:
-        out["type"] = rec.value_type.name
-        out["count"] = rec.value_count
-        out["value"] = plain(rec.value)
-        out["value_hex"] = rec.raw.hex()
-    return out
-
-
-def metadata_to_dict(records) -> list[dict]:
-    """Records of one file (or the values of merge_metadata) as plain data, in order."""
-    if isinstance(records, dict):
-        records = list(records.values())
-    return [record_to_dict(r) for r in records]
-
-
-def merged_to_dict(merged: dict[str, MetadataRecord]) -> dict:
-    """The merged view as `key → {type, count, value}`."""
-    return {k: {"type": r.value_type.name, "count": r.value_count, "value": plain(r.value)}
-            for k, r in merged.items()}

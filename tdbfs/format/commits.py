@@ -153,22 +153,6 @@ def parse_consolidated_commits(data, file: str) -> ConsolidatedCommits:
     return ConsolidatedCommits(tuple(out))
 
 
-def text_entries_to_dict(entries: list[TextEntry]) -> list[dict]:
-    return [{"line": e.line, "path": e.path, "offset": e.offset} for e in entries]
-
-
-def consolidated_commits_to_dict(con) -> dict:
-    """`{"entries": [{path, kind, offset[, embedded_offset, embedded_size]}...]}`."""
-    out = []
-    for e in con:
-        d = {"path": e.path, "kind": e.kind, "offset": e.offset}
-        if e.embedded is not None:
-            d["embedded_offset"] = e.embedded_offset
-            d["embedded_size"] = e.embedded_size
-        out.append(d)
-    return {"entries": out}
-
-
 # ---------------------------------------------------------------------------
 # delete / update conditions
 
@@ -306,7 +290,7 @@ def parse_update_condition(payload, file: str) -> ConditionCommit:
 
 # -- readable forms ------------------------------------------------------------
 
-def _decoded(raw: bytes, dt: Datatype | None):
+def decode_member(raw: bytes, dt: Datatype | None):
     """(decoded value or None, is_string) for one member value."""
     if dt is None:
         return None, False
@@ -317,7 +301,7 @@ def _decoded(raw: bytes, dt: Datatype | None):
 
 
 def _literal(raw: bytes, dt: Datatype | None) -> str:
-    value, is_string = _decoded(raw, dt)
+    value, is_string = decode_member(raw, dt)
     if is_string:
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if not raw:
@@ -348,56 +332,3 @@ def condition_to_text(node: ConditionNode | None, types: dict[str, Datatype] | N
         return f"NOT({inner})"
     joiner = f" {node.op_name} "
     return joiner.join(f"({condition_to_text(c, types)})" for c in node.children)
-
-
-def condition_to_dict(node, types: dict[str, Datatype] | None = None):
-    """The tree as nested dicts (a ConditionCommit is passed on to condition_commit_to_dict)."""
-    types = types or {}
-    if isinstance(node, ConditionCommit):
-        return condition_commit_to_dict(node, types)
-    if node is None:
-        return None
-    if isinstance(node, ConditionExpression):
-        return {"node": "expression", "combination_op": node.op_name, "offset": node.offset,
-                "children": [condition_to_dict(c, types) for c in node.children]}
-    out = {"node": "value", "op": node.op_name, "field": node.field, "offset": node.offset,
-           "value_hex": node.value.hex()}
-    dt = types.get(node.field)
-    if dt is not None:
-        out["datatype"] = dt.name
-    if node.offsets is not None:
-        out["offsets"] = list(node.offsets)
-        if dt is not None:
-            out["values"] = [plain(_decoded(m, dt)[0]) for m in node.members]
-    elif dt is not None:
-        out["value"] = plain(_decoded(node.value, dt)[0])
-    return out
-
-
-def condition_commit_to_dict(commit: ConditionCommit, types: dict[str, Datatype] | None = None) -> dict:
-    """`.del` / `.upd` view: the stored (negated) condition as text and tree, plus update values."""
-    types = types or {}
-    out = {"stored_condition": condition_to_text(commit.condition, types),
-           "deletes_cells_where" if not commit.is_update else "updates_cells_where":
-               _user_condition_text(commit.condition, types),
-           "condition": condition_to_dict(commit.condition, types)}
-    if commit.is_update:
-        vals = []
-        for uv in commit.update_values:
-            d = {"field": uv.field, "value_hex": uv.value.hex()}
-            dt = types.get(uv.field)
-            if dt is not None:
-                d["datatype"] = dt.name
-                d["value"] = plain(_decoded(uv.value, dt)[0])
-            vals.append(d)
-        out["update_values"] = vals
-    if commit.trailing_bytes:
-        out["trailing_bytes"] = commit.trailing_bytes
-    return out
-
-
-def _user_condition_text(node, types) -> str:
-    """The user's condition: the stored tree is its negation, so strip one NOT when present."""
-    if isinstance(node, ConditionExpression) and node.combination_op == 2 and len(node.children) == 1:
-        return condition_to_text(node.children[0], types)
-    return f"NOT({condition_to_text(node, types)})"

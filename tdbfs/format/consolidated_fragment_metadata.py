@@ -11,16 +11,19 @@ fragments' §5.4 footers without the trailing `footer_len`; each one ends where
 the next begins (or at the end of the payload) and is decoded with
 `fragment_metadata.parse_footer(payload, file, schema, entry.footer_offset,
 entry.footer_length, within=...)` once the caller has picked its schema (for
-v>=10 `fragment_metadata.peek_footer_schema_name` names it).
+v>=10 `fragment_metadata.peek_footer_schema_name` names it);
+`decode_consolidated_footers` does both for every entry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..problem import Problem
 from .cursor import Cursor
 from .errors import FormatError
 from .errors import safety_net
+from .fragment_metadata import Footer, parse_footer, peek_footer_schema_name
 
 STRUCTURE = "consolidated fragment metadata"
 
@@ -91,15 +94,6 @@ def parse_consolidated_fragment_metadata(payload, file: str, *, within: str = ST
     return out
 
 
-def _schema_lookup(schemas):
-    """A `name -> ArraySchema` function; name "" means the legacy `__array_schema.tdb` schema."""
-    if hasattr(schemas, "schema_by_name"):
-        return schemas.schema_by_name
-    if callable(schemas):
-        return schemas
-    return lambda name: schemas[name or "__array_schema.tdb"]
-
-
 def _name_version(fragment_name: str) -> int | None:
     parts = fragment_name[2:].split("_") if fragment_name.startswith("__") else []
     if len(parts) == 4 and parts[3].isdigit():
@@ -109,37 +103,34 @@ def _name_version(fragment_name: str) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class DecodedFooter:
+    """One entry of a `.meta` payload with its footer decoded, or what stopped the decoding."""
+
+    entry: ConsolidatedFooter
+    footer: Footer | None
+    problem: Problem | None   # set when footer is None: what the FormatError found, or the missing schema
+
+
 @safety_net(STRUCTURE)
-def consolidated_to_dict(payload, file: str, schemas) -> dict:
-    """Plain data for a YAML view of a `.meta` payload: every entry with its decoded footer.
+def decode_consolidated_footers(payload, file: str, schema_by_name) -> tuple[DecodedFooter, ...]:
+    """Every entry of a `.meta` payload with its footer decoded against the schema the footer names.
 
-    `schemas` gives the schema a footer names: a mapping (schema file name, or
-    `__array_schema.tdb`), a callable `name -> ArraySchema` ("" = legacy schema),
-    or an object with such a `schema_by_name` method. A footer that cannot be
-    decoded gets a `problem` entry instead; the others stay readable.
+    `schema_by_name(name)` gives that ArraySchema ("" = the legacy `__array_schema.tdb`).
+    A footer that cannot be decoded keeps its problem instead; the others stay readable.
     """
-    from . import fragment_metadata as fm
-
-    lookup = _schema_lookup(schemas)
     within = STRUCTURE + " payload"
-    entries = parse_consolidated_fragment_metadata(payload, file, within=within)
-    out_entries = []
-    for e in entries:
-        item: dict = {"name": e.name, "footer_offset": e.footer_offset, "footer_length": e.footer_length}
-        if e.fragment_name != e.name:
-            item["fragment"] = e.fragment_name
+    out = []
+    for e in parse_consolidated_fragment_metadata(payload, file, within=within):
         try:
-            _, schema_name = fm.peek_footer_schema_name(payload, file, e.footer_offset, within=within)
-            schema = lookup(schema_name or "")
-            footer = fm.parse_footer(payload, file, schema, e.footer_offset, e.footer_length,
-                                     _name_version(e.fragment_name), within=within)
-            item["footer"] = fm.footer_to_dict(footer)
-            if footer.notes:
-                item["notes"] = list(footer.notes)
+            _, schema_name = peek_footer_schema_name(payload, file, e.footer_offset, within=within)
+            schema = schema_by_name(schema_name or "")
+            footer = parse_footer(payload, file, schema, e.footer_offset, e.footer_length,
+                                  _name_version(e.fragment_name), within=within)
+            out.append(DecodedFooter(e, footer, None))
         except FormatError as exc:
-            item["problem"] = exc.as_problem()
+            out.append(DecodedFooter(e, None, exc.as_problem()))
         except (KeyError, LookupError, OSError, ValueError) as exc:
-            item["problem"] = {"file": file, "structure": STRUCTURE, "offset": e.footer_offset,
-                               "message": f"no schema for this footer: {exc}"}
-        out_entries.append(item)
-    return {"fragment_count": len(entries), "fragments": out_entries}
+            out.append(DecodedFooter(e, None, Problem(file, STRUCTURE, e.footer_offset,
+                                                      f"no schema for this footer: {exc}")))
+    return tuple(out)

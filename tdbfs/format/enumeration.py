@@ -15,7 +15,7 @@ import numpy as np
 
 from .cursor import Cursor
 from .datatypes import VAR_NUM, Datatype, datatype
-from .schema import decode_value, plain
+from .schema import decode_value
 from .errors import safety_net
 
 # The newest enumeration layout version (constants::enumerations_version).
@@ -99,22 +99,3 @@ def parse_enumeration(payload, file: str, within: str = "generic tile payload") 
         values = tuple(_value(data[i:i + cell], dt, single) for i in range(0, data_len, cell))
     return Enumeration(version, name, path_name, dt, cell_val_num, ordered, data, offsets, values,
                        data_offset, offsets_offset, cur.remaining)
-
-
-def enumeration_to_dict(e: Enumeration) -> dict:
-    out = {
-        "version": e.version,
-        "name": e.name,
-        "path_name": e.path_name,
-        "datatype": e.datatype.name,
-        "cell_val_num": "var" if e.var_sized else e.cell_val_num,
-        "ordered": e.ordered,
-        "data_size": len(e.data),
-    }
-    if e.offsets is not None:
-        out["offsets"] = list(e.offsets)
-    out["value_count"] = len(e.values)
-    out["values"] = [plain(v) for v in e.values]
-    if e.trailing_bytes:
-        out["trailing_bytes"] = e.trailing_bytes
-    return out

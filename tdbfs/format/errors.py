@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..problem import Problem
+
 
 class FormatError(Exception):
     """Bytes that do not decode as the structure the spec describes.
@@ -23,16 +25,8 @@ class FormatError(Exception):
         where = f"{self.within}, " if self.within else ""
         return f"{self.file}: {self.structure} at {where}byte {self.offset}: {self.message}"
 
-    def as_problem(self) -> dict:
-        problem = {
-            "file": self.file,
-            "structure": self.structure,
-            "offset": self.offset,
-            "message": self.message,
-        }
-        if self.within:
-            problem["within"] = self.within
-        return problem
+    def as_problem(self) -> Problem:
+        return Problem(self.file, self.structure, self.offset, self.message, within=self.within)
 
 
 def safety_net(structure: str, *, file_arg: str = "file", offset_arg: str | None = None,

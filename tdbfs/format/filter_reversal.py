@@ -1,17 +1,19 @@
 """Reversing each filter of a pipeline on one chunk (FORMAT.md §2.3).
 
 The reversers themselves live in `reversers/`, one module per family of
-filters; this module routes each filter id to its reverser, works out the
-datatype each stage saw, and turns a stage's complaint into a FormatError
-with the file and the offset of the chunk.
+filters, and `filter_registry` says which one undoes each filter id; this
+module runs them in reverse pipeline order, works out the datatype each stage
+saw, and turns a stage's complaint into a FormatError with the file and the
+offset of the chunk.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from .datatypes import BY_NAME, Datatype
+from .datatypes import Datatype
 from .errors import FormatError
+from .filter_registry import filter_type
 from .filters import FilterPipeline, FilterSpec
 from .reversers.common import Stage, StageError
 
@@ -22,26 +24,9 @@ class UnsupportedFilter(FormatError):
     """A filter this version of tdbfs cannot reverse; the filter is named in the message."""
 
 
-# Filter id -> (module of reversers/, function). A module is imported the first time one
-# of its filters is met: the codecs, hashlib, cryptography and Pillow cost a mount's
-# start-up ~40 ms, and most arrays need one or two of them.
-_ROUTES = {
-    0: ("noop", "reverse_noop"),
-    1: ("compressors", "reverse_compressor"), 2: ("compressors", "reverse_compressor"),
-    3: ("compressors", "reverse_compressor"), 5: ("compressors", "reverse_compressor"),
-    4: ("compressors", "reverse_rle"),
-    9: ("shuffles", "reverse_byteshuffle"), 8: ("shuffles", "reverse_bitshuffle"),
-    6: ("deltas", "reverse_double_delta"), 19: ("deltas", "reverse_delta"), 10: ("deltas", "reverse_positive_delta"),
-    7: ("bit_width", "reverse_bit_width"),
-    15: ("scale_float", "reverse_scale_float"),
-    16: ("xor", "reverse_xor"),
-    18: ("webp", "reverse_webp"),
-    12: ("checksums", "reverse_checksum"), 13: ("checksums", "reverse_checksum"),
-    11: ("encryption", "reverse_aes256gcm"),
-    14: ("var_strings", "reverse_dictionary"),
-}
-#: RLE as the first filter of a var-string attribute or dimension (§3.4): not classic RLE.
-_VAR_STRING_RLE = ("var_strings", "reverse_var_strings")
+# A reverser's module is imported the first time one of its filters is met: the codecs,
+# hashlib, cryptography and Pillow cost a mount's start-up ~40 ms, and most arrays need
+# one or two of them.
 _loaded: dict = {}
 
 
@@ -53,23 +38,10 @@ def reverser(route: tuple[str, str]):
     return fn
 
 
-_SIGNED_BY_SIZE = {1: "INT8", 2: "INT16", 4: "INT32", 8: "INT64"}
-
-
 def output_type(spec: FilterSpec, dtype: Datatype) -> Datatype:
-    """The datatype a filter hands to the next one (§2.3, each filter's output_datatype in TileDB):
-    SCALE_FLOAT gives the signed integer of its byte width, XOR the signed integer of the
-    same width, DELTA and DOUBLE_DELTA their reinterpret type unless it is ANY; the rest keep it.
-    Options that do not say (short or invalid) keep the type; the reverser then complains."""
-    if spec.id == 15 and spec.options.get("byte_width") in _SIGNED_BY_SIZE:
-        return BY_NAME[_SIGNED_BY_SIZE[spec.options["byte_width"]]]
-    if spec.id == 16 and dtype.size in _SIGNED_BY_SIZE:
-        return BY_NAME[_SIGNED_BY_SIZE[dtype.size]]
-    if spec.id in (6, 19):
-        name = spec.options.get("reinterpret_type")
-        if name in BY_NAME and name != "ANY":
-            return BY_NAME[name]
-    return dtype
+    """The datatype a filter hands to the next one (§2.3, each filter's output_datatype in TileDB)."""
+    entry = filter_type(spec.id)
+    return entry.output_type(spec.options, dtype) if entry else dtype
 
 
 def reverse_chunk(md: memoryview, data: memoryview, header, pipeline: FilterPipeline, ctx, file: str, structure: str):
@@ -82,11 +54,13 @@ def reverse_chunk(md: memoryview, data: memoryview, header, pipeline: FilterPipe
     failures: list[str] = []
     for i in range(len(pipeline.filters) - 1, -1, -1):
         spec = pipeline.filters[i]
-        route = _ROUTES.get(spec.id)
-        if route is None:
+        entry = filter_type(spec.id)
+        if entry is None or entry.reverser is None:
             raise UnsupportedFilter(file, structure, header.offset,
                                     f"filter {spec.name} (id {spec.id}, position {i} of the pipeline) is not a filter TileDB defines")
-        rev = reverser(_VAR_STRING_RLE if spec.id == 4 and i == 0 and ctx.var_strings else route)
+        # Only the first filter of a var tile can carry the offsets (ctx.var_strings says the field's does).
+        embedded = i == 0 and ctx.var_strings and entry.var_string_reverser is not None
+        rev = reverser(entry.var_string_reverser if embedded else entry.reverser)
         try:
             md, data, record = rev(spec, md, data, Stage(types[i], limit, ctx))
         except StageError as exc:

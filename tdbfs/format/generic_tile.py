@@ -9,10 +9,11 @@ from .cursor import Cursor
 from .datatypes import DATATYPES, datatype_name
 from .errors import FormatError
 from .errors import safety_net
-from .filters import COMPRESSOR_NAMES, FilterPipeline, parse_pipeline, pipeline_to_dict
-from .tile import ChunkRecord, FilterContext, parse_chunk_headers, tile_end, unfilter_tile, CHAR
+from .filter_registry import MAX_COMPRESSOR, compressor_name, filter_id
+from .filters import FilterPipeline, parse_pipeline
+from .tile import ChunkHeader, ChunkRecord, FilterContext, parse_chunk_headers, tile_end, unfilter_tile, CHAR
 from .reversers.common import StageError
-from .reversers.encryption import NO_KEY_MESSAGE, EncryptedError, parse_parts
+from .reversers.encryption import NO_KEY_MESSAGE, EncryptedError, PartHeader, parse_parts
 
 HEADER_BASE_SIZE = 34
 #: (field, start, end) of the fixed header fields, relative to the tile; the filter pipeline follows.
@@ -74,10 +75,10 @@ def pre_format_header(data, offset: int = 0) -> dict | None:
     if len(data) - offset < PRE_FORMAT_HEADER_SIZE:
         return None
     compressed, tile_size, dtype, cell_size, compressor, level = struct.unpack_from("<QQBQBi", data, offset)
-    if offset + PRE_FORMAT_HEADER_SIZE + compressed != len(data) or dtype > 43 or compressor > 8 or not cell_size:
+    if offset + PRE_FORMAT_HEADER_SIZE + compressed != len(data) or dtype > 43 or compressor > MAX_COMPRESSOR or not cell_size:
         return None
     return {"compressed_size": compressed, "tile_size": tile_size, "datatype": datatype_name(dtype),
-            "cell_size": cell_size, "compressor": COMPRESSOR_NAMES.get(compressor, str(compressor)), "level": level}
+            "cell_size": cell_size, "compressor": compressor_name(compressor), "level": level}
 
 
 def _refuse_pre_format(data, offset: int, file: str, structure: str) -> None:
@@ -148,6 +149,7 @@ def read_generic_tile(data, offset: int, file: str, structure: str, key=None) ->
 
 
 ENCRYPTION_TYPES = {0: "NONE", 1: "AES_256_GCM"}
+_AES_256_GCM = filter_id("AES_256_GCM")
 
 
 def check_encryption(header: GenericTileHeader, file: str, structure: str, key) -> None:
@@ -157,42 +159,43 @@ def check_encryption(header: GenericTileHeader, file: str, structure: str, key) 
         raise FormatError(file, where, header.offset + 29, f"unknown encryption_type {header.encryption_type}")
     if header.encryption_type == 0:
         return
-    if not any(f.id == 11 for f in header.filters.filters):
+    if not any(f.id == _AES_256_GCM for f in header.filters.filters):
         raise FormatError(file, where, header.offset + 34,
                           "encryption_type is AES_256_GCM but the pipeline has no AES_256_GCM filter")
     if key is None:
         raise EncryptedError(file, where, header.offset, NO_KEY_MESSAGE)
 
 
+@dataclass(frozen=True)
+class EnvelopeChunk:
+    """One chunk of a tile read without its key: its header and, under AES-256-GCM, its part headers."""
+
+    header: ChunkHeader
+    aes_parts: tuple[PartHeader, ...] | None    # None when the pipeline does not end with AES_256_GCM
+
+
+@dataclass(frozen=True)
+class GenericTileEnvelope:
+    """What an encrypted generic tile shows without its key: none of it is encrypted."""
+
+    header: GenericTileHeader
+    chunks: tuple[EnvelopeChunk, ...]
+
+
 @safety_net("generic tile", offset_arg="offset")
-def generic_tile_envelope(data, offset: int, file: str, structure: str) -> dict:
-    """What an encrypted generic tile shows without its key: header, chunk headers and,
-    per chunk, the AES-256-GCM part headers (lengths, IVs, tags), which are not encrypted."""
+def read_generic_tile_envelope(data, offset: int, file: str, structure: str) -> GenericTileEnvelope:
+    """The header, chunk headers and, per chunk, the AES-256-GCM part headers (lengths, IVs, tags)."""
     header = read_generic_tile_header(data, offset, file, structure)
     view = memoryview(data)[:header.end]
-    out = header_to_dict(header)
-    out["encryption"] = ENCRYPTION_TYPES.get(header.encryption_type, f"UNKNOWN({header.encryption_type})")
+    encrypted = bool(header.filters.filters) and header.filters.filters[-1].id == _AES_256_GCM
     chunks = []
-    last = header.filters.filters[-1].id if header.filters.filters else None
     for h in parse_chunk_headers(view, file, header.payload_offset, f"{structure} generic tile"):
-        entry = {"index": h.index, "offset": h.offset, "unfiltered_size": h.unfiltered_size,
-                 "filtered_size": h.filtered_size, "metadata_size": h.metadata_size}
-        if last == 11:
+        parts = None
+        if encrypted:
             try:
-                parts, _ = parse_parts(view[h.metadata_offset:h.data_offset])
-                entry["aes_256_gcm_parts"] = [p.to_dict() for p in parts]
+                parts = tuple(parse_parts(view[h.metadata_offset:h.data_offset])[0])
             except StageError as exc:
                 raise FormatError(file, f"{structure} generic tile", h.metadata_offset,
                                   f"chunk {h.index}, AES_256_GCM header: {exc}") from None
-        chunks.append(entry)
-    out["chunks"] = chunks
-    return out
-
-
-def header_to_dict(h: GenericTileHeader) -> dict:
-    return {
-        "offset": h.offset, "version": h.version, "persisted_size": h.persisted_size,
-        "tile_size": h.tile_size, "datatype": datatype_name(h.datatype), "cell_size": h.cell_size,
-        "encryption_type": h.encryption_type, "filter_pipeline_size": h.filter_pipeline_size,
-        "filter_pipeline": pipeline_to_dict(h.filters),
-    }
+        chunks.append(EnvelopeChunk(h, parts))
+    return GenericTileEnvelope(header, tuple(chunks))

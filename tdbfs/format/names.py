@@ -156,11 +156,3 @@ def try_parse_name(name: str) -> FragmentName | None:
         return _parse(name, "timestamped name")
     except FormatError:
         return None
-
-
-def fragment_name_to_dict(n: FragmentName) -> dict:
-    out = {"name": n.name, "t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso,
-           "uuid": n.uuid, "format_version": n.format_version, "name_version": n.name_version}
-    if n.extension:
-        out["extension"] = n.extension
-    return out

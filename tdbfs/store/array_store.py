@@ -1,24 +1,18 @@
-"""The store: reads an array's files on demand, parses lazily, caches under a memory bound.
+"""The store of a TileDB array (formats 1 to 22): its schemas, commits, metadata and fragments.
 
-Nothing here is parsed when the store is created; listings are re-read on
-each call so that fragments written, consolidated or vacuumed while mounted
-appear and disappear. TileDB files are written once and never modified, so
-whatever is parsed from a file is cached for as long as that file exists.
-The array is only ever opened for reading.
+BaseStore reads, parses and caches; this adds what the 2.x layout keeps where, and decodes each
+array-level file once, the same for views and `check`.
 """
 
 from __future__ import annotations
 
 import os
-import stat
-import threading
-import time
-from collections import OrderedDict
+from dataclasses import dataclass
 
-from ..format.generic_tile import GenericTile, read_generic_tile
+from .base_store import BaseStore
 from .cache import ByteLRU
-from .local_files import LocalFiles
-from .problems import WARNING, ProblemLog, problem
+from .problems import Problem, WARNING
+from .storage import Storage
 
 SCHEMA_DIR = "__schema"
 ENUMERATIONS_DIR = "__schema/__enumerations"
@@ -29,123 +23,31 @@ FRAGMENT_META_DIR = "__fragment_meta"
 META_DIR = "__meta"
 LABELS_DIR = "__labels"
 FRAGMENT_METADATA_FILE = "__fragment_metadata.tdb"
-
-
-#: Fragment objects kept with their parsed metadata (~12 KiB each, outside the byte bound):
-#: the least recently asked for beyond this are dropped, and parsed again when asked for.
-#: A walk of 10,000 fragments then holds 256 of them, not 10,000.
-FRAGMENTS_KEPT = 256
+GROUP_FILE = "__tiledb_group.tdb"     # a TileDB group, not an array (and a 0.x group: see open_array)
+GROUP_DIR = "__group"
 
 
 class NotAnArrayError(Exception):
     """The path exists but holds no TileDB array."""
 
 
-class ArrayStore:
-    def __init__(self, path: str, cache_bytes: int = 512 << 20, key=None):
-        path = os.path.abspath(path)
-        files = LocalFiles(path)
-        try:
-            st = os.stat(path)  # the path the user named may itself be a symlink: that one is followed
-        except FileNotFoundError:
-            raise FileNotFoundError(f"array not found: {path}") from None
-        if not stat.S_ISDIR(st.st_mode):
-            raise NotAnArrayError(f"not a TileDB array (not a directory): {path}")
-        # a __schema that is not a real folder (a symlink) still makes an array: shown, with its problem
-        if not (files.entry(SCHEMA_DIR) is not None or files.is_file(LEGACY_SCHEMA)):
-            if files.entry("__tiledb_group.tdb") is not None or files.is_dir("__group"):
-                raise NotAnArrayError(f"not a TileDB array: {path} is a TileDB group")
-            raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {path}")
-        self.path = path
-        self.files = files
-        self.cache = ByteLRU(cache_bytes)
-        self.problems = ProblemLog()
-        self._lock = threading.RLock()
-        self._parsed: dict = {}          # (kind, relpath, size, mtime) -> parsed object
-        self._init_fragment_cache()
+@dataclass(frozen=True)
+class MergedMetadata:
+    """The array metadata as a reader sees it: every `__meta` file applied in timestamp order."""
+
+    applied: tuple[str, ...]        # names of the files applied, in order
+    skipped: tuple[str, ...]        # relative paths of the files a .vac lists (vacuumed)
+    records: dict                   # key -> MetadataRecord, the last one written
+
+
+class ArrayStore(BaseStore):
+    #: commit files and vacuum lists live in __commits/ (format >= 12) and at the root (before)
+    COMMIT_FOLDERS = (COMMITS_DIR, "")
+
+    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, key=None, cache: ByteLRU | None = None):
+        super().__init__(storage, cache_bytes, cache)
         self._commit_derived: dict = {}  # kind -> (commits_state, value), see _per_commits_state
         self.key = key                   # EncryptionKey of an AES-256-GCM array, or None (never shown)
-
-    # -- files: every access goes through LocalFiles (no symlink followed, regular files only) ---
-    def abspath(self, rel: str) -> str:
-        return os.path.join(self.path, rel)
-
-    def listdir(self, rel: str = "") -> list[str]:
-        """Every name in the folder `rel` (whatever kind of entry), sorted; [] when there is no such folder."""
-        return self.files.names(rel)
-
-    def entries(self, rel: str = ""):
-        """Every entry of the folder `rel` as lstat sees it (local_files.Entry), sorted by name."""
-        return self.files.entries(rel)
-
-    def entry(self, rel: str):
-        return self.files.entry(rel)
-
-    def isdir(self, rel: str) -> bool:
-        """A real folder (a symlink to one is not)."""
-        return self.files.is_dir(rel)
-
-    def isfile(self, rel: str) -> bool:
-        """A regular file (a symlink to one is not)."""
-        return self.files.is_file(rel)
-
-    def stat(self, rel: str) -> os.stat_result:
-        return self.files.lstat(rel)
-
-    def file_size(self, rel: str) -> int:
-        return self.files.file_size(rel)
-
-    def pread(self, rel: str, offset: int, size: int) -> bytes:
-        """At most `size` bytes from `offset`: fewer where the file ends (fstat's size bounds every read)."""
-        return self.files.pread(rel, offset, size)
-
-    def _version_of(self, rel: str) -> tuple[int, int]:
-        """(size, mtime_ns) of a regular file: what caches of its contents are keyed on, so a file that
-        changes (a fragment still being written, a file damaged while mounted) is read again."""
-        st = self.files.regular_stat(rel)
-        return st.st_size, st.st_mtime_ns
-
-    def read_file(self, rel: str) -> bytes:
-        """A whole file, cached under its absolute path, size and mtime (the arrays of a workspace share one
-        cache)."""
-        version = self._version_of(rel)
-
-        def make():
-            data, _ = self.files.read(rel)
-            return data, len(data)
-
-        return self.cache.get_or_make(("file", self.abspath(rel), version), make)
-
-    def parsed(self, kind: str, rel: str, parse):
-        """`parse(bytes)` of a file, computed once per (kind, file, size, mtime)."""
-        key = (kind, rel, self._version_of(rel))
-        with self._lock:
-            if key in self._parsed:
-                return self._parsed[key]
-        value = parse(self.read_file(rel))
-        with self._lock:
-            self._parsed[key] = value
-        return value
-
-    def generic_tile(self, rel: str, offset: int, structure: str, problems: ProblemLog | None = None) -> GenericTile:
-        """The generic tile at `offset` of a file, decoded once and kept in the bounded cache. Checksums that
-        fail are recorded in `problems` (default: the array's), the tile is still returned."""
-        version = self._version_of(rel)
-
-        def make():
-            tile = read_generic_tile(self.read_file(rel), offset, rel, structure, key=self.key)
-            # header, pipeline and per-chunk records: ~1.6 KiB for a one-chunk tile (tracemalloc)
-            return tile, len(tile.payload) + 1024 + 600 * len(tile.chunks)
-
-        tile = self.cache.get_or_make(("gtile", rel, version, offset), make)
-        log = problems if problems is not None else self.problems
-        for failure in tile.checksum_failures:
-            log.add(problem(rel, f"{structure} generic tile", tile.header.payload_offset, failure))
-        return tile
-
-    def attempt(self, fn, file: str, structure: str):
-        """fn(), or None with its failure recorded among the array's problems."""
-        return self.problems.attempt(fn, file, structure)
 
     def encryption_type(self, rel: str | None = None) -> int:
         """encryption_type of the generic tile header of `rel` (default: the latest schema); 0 if unreadable.
@@ -161,6 +63,17 @@ class ArrayStore:
             return 0
         return head[29] if len(head) == 34 else 0
 
+    def schema_envelope(self, rel: str):
+        """The GenericTileEnvelope of a schema file: what an encrypted schema shows without its key."""
+        from ..format.generic_tile import read_generic_tile_envelope
+        return self.parsed("schema envelope", rel, lambda data: read_generic_tile_envelope(data, 0, rel, "array schema"))
+
+    @staticmethod
+    def timestamped_name(rel: str):
+        """The FragmentName the last component of `rel` is (timestamps, format version), or None."""
+        from ..format.names import try_parse_name
+        return try_parse_name(os.path.basename(rel))
+
     # -- schemas -------------------------------------------------------------
     def schema_files(self) -> list[str]:
         """Relative paths of every schema file: the legacy one first, then __schema/ by name."""
@@ -170,7 +83,7 @@ class ArrayStore:
 
     def _regular_files(self, rel: str) -> list[str]:
         """Names of the regular files in the folder `rel` (anything else there is a finding, never read)."""
-        return self.files.regular_names(rel)
+        return self.storage.regular_names(rel)
 
     def schema(self, rel: str):
         from ..format.schema import parse_schema
@@ -180,7 +93,7 @@ class ArrayStore:
             for e in schema.enumerations:
                 enum = f"{ENUMERATIONS_DIR}/{e.file_name}"
                 if not self.isfile(enum):
-                    self.problems.add(problem(enum, "enumeration", None,
+                    self.problems.add(Problem(enum, "enumeration", None,
                                               f"file missing: the array schema {rel} names it for {e.name!r}"))
             return schema
 
@@ -245,7 +158,7 @@ class ArrayStore:
         for entry in entries:
             frag_rel = live.get(entry.fragment_name)
             if frag_rel is None:
-                self.problems.add(problem(rel, "consolidated fragment metadata", entry.entry_offset,
+                self.problems.add(Problem(rel, "consolidated fragment metadata", entry.entry_offset,
                                           f"names fragment {entry.fragment_name}, which is not in the array",
                                           WARNING, within="consolidated fragment metadata payload"))
                 continue
@@ -253,11 +166,19 @@ class ArrayStore:
             if own is not None and own != bytes(entry.footer):
                 at = next((i for i, (a, b) in enumerate(zip(own, entry.footer)) if a != b),
                           min(len(own), len(entry.footer)))
-                self.problems.add(problem(rel, "consolidated fragment metadata", entry.footer_offset + at,
+                self.problems.add(Problem(rel, "consolidated fragment metadata", entry.footer_offset + at,
                                           f"footer of {entry.fragment_name} differs from the fragment's own footer "
                                           f"(first at footer byte {at}; {len(entry.footer)} vs {len(own)} bytes)",
                                           within="consolidated fragment metadata payload"))
         return entries
+
+    def consolidated_footers(self, rel: str):
+        """Every entry of a `__fragment_meta` file with its footer decoded against the schema it names
+        (format.consolidated_fragment_metadata.DecodedFooter each)."""
+        from ..format.consolidated_fragment_metadata import STRUCTURE, decode_consolidated_footers
+        tile = self.generic_tile(rel, 0, STRUCTURE)
+        return self.parsed("cfm footers", rel,
+                           lambda data: decode_consolidated_footers(tile.payload, rel, self.schema_by_name))
 
     # -- fragments -----------------------------------------------------------
     def fragment_paths(self) -> list[str]:
@@ -270,7 +191,7 @@ class ArrayStore:
         return out
 
     def _subdirs(self, rel: str) -> list[str]:
-        return self.files.subdirs(rel)
+        return self.storage.subdirs(rel)
 
     def fragment_path_of(self, name: str) -> str | None:
         """The relative path `fragment_paths` lists for the fragment folder `name`, or None; without
@@ -283,44 +204,9 @@ class ArrayStore:
             return name
         return None
 
-    def _init_fragment_cache(self) -> None:
-        self._fragments: OrderedDict = OrderedDict()  # fragment relpath -> Fragment, least recent first
-        # fragment relpath -> its ProblemLog, which outlives a dropped Fragment: what was found stays shown
-        self._problem_logs: dict = {}
-        self._findings: dict = {}   # fragment relpath -> ((signature, commits state), its listing findings)
-
-    def fragment(self, rel: str):
-        with self._lock:
-            frag = self._fragments.get(rel)
-            if frag is not None:
-                self._fragments.move_to_end(rel)
-                return frag
-            frag = self._make_fragment(rel)
-            frag.problems = self._problem_logs.setdefault(rel, frag.problems)
-            self._fragments[rel] = frag
-            if len(self._fragments) > FRAGMENTS_KEPT:
-                self._fragments.popitem(last=False)
-            return frag
-
     def _make_fragment(self, rel: str):
         from .fragment import Fragment
         return Fragment(self, rel)
-
-    def fragments(self) -> list:
-        paths = self.fragment_paths()
-        live = set(paths)
-        with self._lock:
-            for gone in set(self._fragments) - live:
-                del self._fragments[gone]
-            for gone in set(self._problem_logs) - live:
-                del self._problem_logs[gone]
-            for gone in set(self._findings) - live:
-                del self._findings[gone]
-        return [self.fragment(p) for p in paths]
-
-    def loaded_fragments(self) -> list:
-        with self._lock:
-            return list(self._fragments.values())
 
     # -- commits, metadata, consolidated fragment metadata ---------------------
     def commit_files(self) -> list[str]:
@@ -336,22 +222,6 @@ class ArrayStore:
         out = [f"{FRAGMENT_META_DIR}/{n}" for n in self._regular_files(FRAGMENT_META_DIR)]
         out += [n for n in self._regular_files("") if n.endswith(".meta")]
         return out
-
-    def commits_state(self):
-        """A key that changes whenever a commit, vacuum or root marker file comes or goes (the mtimes
-        of __commits/ and of the root), or None while either changed within the last second:
-        directory mtimes tick coarsely, so two changes in one tick would look like one."""
-        stamps = []
-        now = time.time_ns()
-        for rel in (COMMITS_DIR, ""):
-            try:
-                stamp = self.files.lstat(rel).st_mtime_ns
-            except OSError:
-                stamp = None
-            if stamp is not None and now - stamp < 1_000_000_000:
-                return None
-            stamps.append(stamp)
-        return tuple(stamps)
 
     def _per_commits_state(self, kind: str, make):
         """make(), reused while `commits_state` is unchanged (fragment.yaml of 10,000 fragments would
@@ -411,25 +281,7 @@ class ArrayStore:
                 out.setdefault(os.path.basename(entry.rstrip("/")), rel)
         return out
 
-    def disk_usage(self) -> dict:
-        """Bytes and files under the array, by top-level folder (lstat: symlinks count as themselves)."""
-        by_dir: dict = {}
-        total = files = 0
-        todo = [""]
-        while todo:
-            rel = todo.pop()
-            for e in self.entries(rel):
-                sub = f"{rel}/{e.name}" if rel else e.name
-                if e.is_dir:
-                    todo.append(sub)
-                    continue
-                top = rel.split("/")[0] if rel else "."
-                total += e.size
-                files += 1
-                by_dir[top] = by_dir.get(top, 0) + e.size
-        return {"total_bytes": total, "files": files, "bytes_by_folder": dict(sorted(by_dir.items()))}
-
-    def fragment_findings(self, frag) -> list[dict]:
+    def fragment_findings(self, frag) -> list[Problem]:
         """findings.fragment_findings(frag), computed again only when the fragment's folder or the commits
         changed (array.yaml asks for every fragment's at each render)."""
         from .findings import fragment_findings
@@ -449,20 +301,82 @@ class ArrayStore:
                 self._findings[frag.rel] = (key, value)
         return value
 
-    def findings(self) -> list[dict]:
-        """Every problem known now: the listings' findings and what decoding found (array.yaml, check)."""
-        from .findings import all_findings
-        return all_findings(self)
+    def listing_findings(self) -> list[Problem]:
+        from .findings import array_findings
+        return array_findings(self)
 
-    def all_problems(self) -> list[dict]:
-        out = list(self.problems.items)
-        with self._lock:
-            logs = list(self._problem_logs.values())
-        for log in logs:
-            for p in log.items:
-                if p not in out:
-                    out.append(p)
-        return out
+    # -- where each file of the array lives ----------------------------------------------------
+    @staticmethod
+    def schema_path(name: str) -> str:
+        """The relative path of the schema file `name` (the legacy one sits at the root)."""
+        return name if name == LEGACY_SCHEMA else f"{SCHEMA_DIR}/{name}"
+
+    @staticmethod
+    def enumeration_path(name: str) -> str:
+        return f"{ENUMERATIONS_DIR}/{name}"
+
+    @staticmethod
+    def metadata_path(name: str) -> str:
+        return f"{META_DIR}/{name}"
+
+    def commit_path(self, name: str) -> str:
+        """The relative path of the commit file `name`: in __commits/, or at the root (format < 12)."""
+        rel = f"{COMMITS_DIR}/{name}"
+        return rel if self.isfile(rel) else name
+
+    def fragment_meta_path(self, name: str) -> str:
+        """The relative path of the consolidated fragment metadata file `name`: in __fragment_meta/, or at
+        the root (format < 12)."""
+        rel = f"{FRAGMENT_META_DIR}/{name}"
+        return rel if self.isfile(rel) else name
+
+    def has_enumerations(self) -> bool:
+        return self.isdir(ENUMERATIONS_DIR)
+
+    # -- array metadata as a reader merges it -------------------------------------------------
+    def vacuumed_metadata(self) -> frozenset:
+        """Relative paths of the `__meta` files a `.vac` there lists (their failures recorded)."""
+        out = set()
+        for rel in self.metadata_files():
+            if rel.endswith(".vac"):
+                for entry in self.attempt(lambda rel=rel: self.vacuum_file(rel), rel, "vacuum file") or ():
+                    out.add(f"{META_DIR}/" + os.path.basename(entry))
+        return frozenset(out)
+
+    def merged_metadata(self) -> MergedMetadata:
+        """Every `__meta` file applied in timestamp order; files listed in a .vac are skipped, files that do
+        not decode are left out (their failures recorded)."""
+        from ..format.array_metadata import merge_metadata
+        vacuumed = self.vacuumed_metadata()
+        files = []
+        skipped = []
+        for rel in self.metadata_files():
+            base = os.path.basename(rel)
+            if base.endswith((".vac", ".tmp")):
+                continue
+            if rel in vacuumed:
+                skipped.append(rel)
+                continue
+            n = self.timestamped_name(base)
+            records = self.attempt(lambda rel=rel: self.array_metadata(rel), rel, "array metadata")
+            if records is not None:
+                files.append(((n.t1, n.t2, base) if n else (0, 0, base), base, records))
+        files.sort(key=lambda x: x[0])
+        merged = merge_metadata([(base, records) for _, base, records in files])
+        return MergedMetadata(tuple(b for _, b, _ in files), tuple(skipped), merged)
+
+    # -- dimension labels: each a TileDB array of its own -------------------------------------
+    def has_labels(self) -> bool:
+        return self.isdir(LABELS_DIR)
+
+    def label_names(self) -> list[str]:
+        """Names of the label arrays (real folders in __labels/)."""
+        return self._subdirs(LABELS_DIR)
+
+    def label_store(self, name: str) -> "ArrayStore":
+        """The store of the dimension label `name`; NotAnArrayError when its folder holds no array."""
+        from .open_array import open_tiledb_array
+        return open_tiledb_array(self.storage.child(f"{LABELS_DIR}/{name}"), self.cache.capacity, key=self.key)
 
 
 _KNOWN_DIRS = {SCHEMA_DIR, META_DIR, COMMITS_DIR, FRAGMENT_META_DIR, FRAGMENTS_DIR, LABELS_DIR, "__enumerations"}

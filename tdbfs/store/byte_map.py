@@ -572,7 +572,7 @@ def array_file_map(store, rel: str) -> FileMap:
         return FileMap(rel, 0, (ByteRange(0, 0, UNDECODABLE, f"file not read: {_reason(exc)}"),))
 
     try:   # mtime too: array-level files come and go while mounted, and may be rewritten in place
-        mtime = store.stat(rel).st_mtime_ns
+        mtime = store.stat(rel).mtime_ns
     except OSError:
         mtime = None
 

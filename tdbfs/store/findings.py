@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from .local_files import FOLDER, REGULAR, NotRegularError
-from .problems import ERROR, WARNING, merged, problem
+from .storage import FOLDER, REGULAR, NotRegularError
+from .problems import ERROR, Problem, WARNING, unique
 
 #: entries TileDB itself keeps at an array's root (formats 1-22), by kind
 _ROOT_FOLDERS = {"__schema", "__meta", "__commits", "__fragment_meta", "__fragments", "__labels"}
@@ -20,23 +20,22 @@ _ROOT_FILES = {"__array_schema.tdb", "__lock.tdb"}
 _ROOT_FILE_SUFFIXES = (".ok", ".vac", ".meta")   # commit markers, vacuum lists, consolidated metadata (< 12)
 
 
-def not_regular(rel: str, entry) -> dict:
+def not_regular(rel: str, entry) -> Problem:
     """The finding for an entry that is not a regular file: the same words as the error raised when
-    something tries to open it (local_files.NotRegularError), so it is listed once."""
-    return problem(rel, "file", None, NotRegularError(rel, entry.kind, entry.target).strerror)
+    something tries to open it (storage.NotRegularError), so it is listed once."""
+    return Problem(rel, "file", None, NotRegularError(rel, entry.kind, entry.target).strerror)
 
 
-def _not_folder(rel: str, entry, what: str) -> dict:
+def _not_folder(rel: str, entry, what: str) -> Problem:
     target = f" (to {entry.target})" if entry.target is not None else ""
-    return problem(rel, "folder", None, f"{what} is a {entry.kind}{target}, not a folder: it is never followed")
+    return Problem(rel, "folder", None, f"{what} is a {entry.kind}{target}, not a folder: it is never followed")
 
 
 # -- the array ------------------------------------------------------------------------------
 
-def array_findings(store) -> list[dict]:
-    """What the root's and the array folders' listings show, and what the commits say of fragments."""
-    if getattr(store, "legacy0x_layout", None):
-        return _legacy0x_array_findings(store)
+def array_findings(store) -> list[Problem]:
+    """What the root's and the array folders' listings show, and what the commits say of fragments
+    (a TileDB array of format 1 to 22)."""
     out: list[dict] = []
     fragment_names = {os.path.basename(p) for p in store.fragment_paths()}
     for e in store.entries(""):
@@ -75,22 +74,23 @@ def array_findings(store) -> list[dict]:
     return out
 
 
-def _legacy0x_array_findings(store) -> list[dict]:
-    """A 0.x array: entries of its root that are neither regular files nor real folders."""
-    return [not_regular(e.name, e) for e in store.entries("") if not e.is_file and not e.is_dir]
+def special_entries(store, rel: str) -> list[Problem]:
+    """The entries of the folder `rel` that are neither regular files nor real folders."""
+    return [not_regular(f"{rel}/{e.name}" if rel else e.name, e)
+            for e in store.entries(rel) if not e.is_file and not e.is_dir]
 
 
-def _extra(rel: str, entry, where: str) -> dict:
+def _extra(rel: str, entry, where: str) -> Problem:
     if entry.is_file:
-        return problem(rel, "extra file", None, f"not part of a TileDB array ({entry.size} bytes in {where}): "
+        return Problem(rel, "extra file", None, f"not part of a TileDB array ({entry.size} bytes in {where}): "
                                                  "TileDB ignores it", WARNING)
     if entry.is_dir:
-        return problem(rel, "extra folder", None, f"not part of a TileDB array (a folder in {where}): "
+        return Problem(rel, "extra folder", None, f"not part of a TileDB array (a folder in {where}): "
                                                    "TileDB ignores it", WARNING)
     return not_regular(rel, entry)
 
 
-def _commit_findings(store, live: set) -> list[dict]:
+def _commit_findings(store, live: set) -> list[Problem]:
     from ..format import commits
 
     out = []
@@ -105,26 +105,26 @@ def _commit_findings(store, live: set) -> list[dict]:
         if base.endswith((".wrt", ".ok")):
             frag = base.rsplit(".", 1)[0]
             if frag not in live:
-                out.append(problem(rel, "commit file", None, f"commits fragment {frag}, which is not in the array"))
+                out.append(Problem(rel, "commit file", None, f"commits fragment {frag}, which is not in the array"))
         elif base.endswith(".con"):
             con = store.attempt(lambda rel=rel: store.parsed(
                 "con", rel, lambda d: commits.parse_consolidated_commits(d, rel)), rel, "consolidated commits")
             for entry in (con.entries if con else ()):
                 name = entry.path.rsplit("/", 1)[-1]
                 if name.endswith(".wrt") and name[:-4] not in live and name not in ignored:
-                    out.append(problem(rel, "consolidated commits", None,
+                    out.append(Problem(rel, "consolidated commits", None,
                                        f"commits fragment {name[:-4]}, which is not in the array"))
         elif not base.endswith((".vac", ".ign", ".del", ".upd")):
-            out.append(problem(rel, "commit file", None, "unknown kind of commit file: TileDB ignores it", WARNING))
+            out.append(Problem(rel, "commit file", None, "unknown kind of commit file: TileDB ignores it", WARNING))
     for name, vac in store.vacuum_lists().items():
         if name in live:
-            out.append(problem(vac, "vacuum file", None, f"lists the live fragment {name}: consolidated but not "
+            out.append(Problem(vac, "vacuum file", None, f"lists the live fragment {name}: consolidated but not "
                                                          "yet vacuumed, TileDB reads the consolidated fragment "
                                                          "instead", WARNING))
     return out
 
 
-def _name_problem(rel: str, name: str) -> dict | None:
+def _name_problem(rel: str, name: str) -> Problem | None:
     """The problem of a folder in __fragments/ whose name is not a fragment's (the same one the fragment's
     own name parse records: TileDB refuses to open the array)."""
     from ..format.errors import FormatError
@@ -132,7 +132,7 @@ def _name_problem(rel: str, name: str) -> dict | None:
     try:
         parse_fragment_name(name)
     except FormatError as exc:
-        return problem(rel, "fragment name", exc.offset, exc.message)
+        return Problem(rel, "fragment name", exc.offset, exc.message)
     return None
 
 
@@ -146,24 +146,29 @@ def _looks_like_fragment(name: str) -> bool:
 
 # -- one fragment ----------------------------------------------------------------------------
 
-def fragment_findings(frag) -> list[dict]:
-    """What the fragment folder's listing, the commits and the footer's file sizes show."""
+def folder_findings(frag, entries: dict | None = None) -> list[Problem]:
+    """The entries of the fragment's folder that are not regular files (`entries`: name -> Entry, when
+    listed already)."""
+    if entries is None:
+        entries = {e.name: e for e in frag.store.entries(frag.rel)}
+    return [not_regular(f"{frag.rel}/{e.name}", e) if e.kind != FOLDER
+            else _extra(f"{frag.rel}/{e.name}", e, "a fragment folder")
+            for e in entries.values() if not e.is_file]
+
+
+def fragment_findings(frag) -> list[Problem]:
+    """What the fragment folder's listing, the commits and the footer's file sizes show (a fragment of a
+    TileDB array of format 1 to 22)."""
     from .fragment import DATA, VAR, VALIDITY
 
-    out: list[dict] = []
     entries = {e.name: e for e in frag.store.entries(frag.rel)}
-    for e in entries.values():
-        if not e.is_file:
-            out.append(not_regular(f"{frag.rel}/{e.name}", e) if e.kind != FOLDER
-                       else _extra(f"{frag.rel}/{e.name}", e, "a fragment folder"))
-    if getattr(frag.store, "legacy0x_layout", None):
-        return out  # a 0.x fragment's commit state and files are said by its book-keeping's parse
+    out = folder_findings(frag, entries)
     if not frag.committed:
-        out.append(problem(frag.rel, "fragment", None, "no commit marks this fragment: TileDB ignores it "
+        out.append(Problem(frag.rel, "fragment", None, "no commit marks this fragment: TileDB ignores it "
                                                        "(a write that did not finish, or a lost commit file)"))
     md = f"{frag.rel}/{frag.METADATA_FILE}"
     if frag.METADATA_FILE not in entries:
-        out.append(problem(md, "fragment metadata", None, "file missing: the fragment cannot be read"))
+        out.append(Problem(md, "fragment metadata", None, "file missing: the fragment cannot be read"))
         return out
     if not entries[frag.METADATA_FILE].is_file:
         return out
@@ -183,12 +188,12 @@ def fragment_findings(frag) -> list[dict]:
     if footer.version >= 5:
         for name in sorted(set(entries) - expected):
             if entries[name].is_file:
-                out.append(problem(f"{frag.rel}/{name}", "extra file", None,
+                out.append(Problem(f"{frag.rel}/{name}", "extra file", None,
                                    "not named by the footer's fields: TileDB ignores it", WARNING))
     return out
 
 
-def data_file_finding(frag, field, stream: str, entry) -> dict | None:
+def data_file_finding(frag, field, stream: str, entry) -> Problem | None:
     """A data file missing, or of another size than the footer says (None: as the footer says).
     Reading a tile from a missing file gives this same finding."""
     from .fragment import DATA, VAR, VALIDITY
@@ -208,20 +213,20 @@ def data_file_finding(frag, field, stream: str, entry) -> dict | None:
         if ntiles == 0:
             return None
         held = f"{ntiles} tiles of {field.stem} are in it" if ntiles else f"the data of {field.stem} is in it"
-        return problem(rel, "data file", None, f"file missing ({held})")
+        return Problem(rel, "data file", None, f"file missing ({held})")
     if not entry.is_file:
         return None  # said by not_regular
     if declared is not None and declared != entry.size:
-        return problem(rel, "data file", min(declared, entry.size),
+        return Problem(rel, "data file", min(declared, entry.size),
                        f"the footer says {declared} bytes, the file has {entry.size}")
     return None
 
 
-def all_findings(store) -> list[dict]:
+def all_findings(store) -> list[Problem]:
     """Everything known to be wrong with the array now: the listings' findings for the array and every
     fragment, then what decoding found (array-level files, then each fragment, then the rest)."""
     frags = store.fragments()
-    lists = [array_findings(store)]
+    lists = [store.listing_findings()]
     for frag in frags:
         lists.append(store.fragment_findings(frag))
         # a decoded structure may have found more since: the fragment's own log, as fragment.yaml shows it
@@ -229,7 +234,8 @@ def all_findings(store) -> list[dict]:
     for frag in frags:
         lists.append(frag.problems.items)
     lists.append(store.all_problems())
-    return merged(*lists)
+    return unique(*lists)
 
 
-__all__ = ["array_findings", "fragment_findings", "data_file_finding", "all_findings", "ERROR", "WARNING"]
+__all__ = ["array_findings", "special_entries", "folder_findings", "fragment_findings", "data_file_finding",
+           "all_findings", "ERROR", "WARNING"]

@@ -6,18 +6,20 @@ the life of the object; decoded tiles go to the store's byte-bounded cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from ..format import fragment_metadata as fm
 from ..format.errors import FormatError
+from ..format.filter_registry import offsets_embedded
 from ..format.filters import EMPTY_PIPELINE, FilterPipeline, FilterSpec
 from ..format.names import parse_fragment_name
 from ..format.reversers.encryption import NO_KEY_MESSAGE, EncryptedError
 from ..format.tile import DecodedTile, FilterContext, empty_offsets, unfilter_tile, UINT8, UINT64
 from .fragment_folder import FragmentFolder
-from .problems import WARNING, problem
+from .fragment_interface import DATA, STREAM_SUFFIX, TILEDB, VALIDITY, VAR, TileLocation
+from .problems import Problem, WARNING
 
 #: no decoded tile is bigger (TileDB keeps tiles in memory whole); a size read from a file above it is damage
 MAX_TILE_BYTES = 1 << 40
@@ -25,21 +27,10 @@ MAX_TILE_BYTES = 1 << 40
 # Data tiles of an encrypted array end with this filter, which no schema pipeline lists (§3.1).
 AES_256_GCM = FilterSpec(11)
 
-# The streams of one field: fixed data (or the offsets of a var-sized field), var data, validity.
-DATA, VAR, VALIDITY = "data", "var", "validity"
-_SUFFIX = {DATA: ".tdb", VAR: "_var.tdb", VALIDITY: "_validity.tdb"}
-
-
-@dataclass(frozen=True)
-class TileLocation:
-    file: str           # path relative to the array root
-    offset: int         # byte offset of the tile in the file
-    persisted_size: int
-    unfiltered_size: int
-
 
 class Fragment(FragmentFolder):
     METADATA_FILE = "__fragment_metadata.tdb"
+    layout = TILEDB
 
     # -- name, files -----------------------------------------------------------
     @property
@@ -171,6 +162,19 @@ class Fragment(FragmentFolder):
     def fields(self) -> list:
         return list(self.footer().fields)
 
+    def dimensions(self) -> list[tuple]:
+        """(name, datatype) of each dimension."""
+        return [(d.name, d.datatype) for d in self.schema().dimensions]
+
+    @property
+    def dense(self) -> bool:
+        return self.footer().dense
+
+    def non_empty_domain(self):
+        """The (min, max) of each dimension the fragment holds cells in; None when the footer keeps none."""
+        footer = self.footer()
+        return None if footer.null_non_empty_domain else footer.non_empty_domain
+
     def field_by_stem(self, stem: str):
         for f in self.fields():
             if f.stem == stem:
@@ -249,6 +253,22 @@ class Fragment(FragmentFolder):
             return fm.parse_processed_conditions(payload, self._file(self.METADATA_FILE))
         return self._once("processed_conditions", make)
 
+    def tile_statistics(self, field) -> list:
+        """[(label, one value per tile)] of what the metadata keeps per tile (format 11 on), each list that
+        decodes; one that does not is left out (its own problem says why)."""
+        if self.footer().version < 11:
+            return []
+        out = []
+        for label, get in (("min", lambda: self.tile_min_max("min", field.idx)),
+                           ("max", lambda: self.tile_min_max("max", field.idx)),
+                           ("sum", lambda: self.tile_sums(field.idx)),
+                           ("null_count", lambda: self.tile_null_counts(field.idx))):
+            try:
+                out.append((label, list(get())))
+            except Exception:  # noqa: BLE001 -- recorded by its parse
+                out.append((label, []))
+        return out
+
     # -- tile geometry -------------------------------------------------------------
     def stored_fields(self) -> list:
         """Fields with data files: attributes, dimensions of sparse fragments, t/dt/dci."""
@@ -280,6 +300,10 @@ class Fragment(FragmentFolder):
         if footer.dense:
             return self.cells_per_full_tile()
         return footer.last_tile_cell_num if k == footer.sparse_tile_num - 1 else self.schema().capacity
+
+    def cell_count(self) -> int:
+        n = self.tile_count()
+        return 0 if n == 0 else (n - 1) * self.cells_per_full_tile() + self.tile_cell_num(n - 1)
 
     def unfiltered_size(self, field, k: int, stream: str) -> int:
         """Exact decoded size from metadata alone (no tile is read)."""
@@ -326,7 +350,7 @@ class Fragment(FragmentFolder):
             what = f"tile {k + 1} starts at {end}" if k + 1 < len(offsets) else f"the footer's file size is {end}"
             raise FormatError(md, f"{kind}[{field.idx}]", self._list_offset(kind, field.idx),
                               f"tile {k} of {field.stem} starts at {start} but {what}")
-        return TileLocation(self._file(field.stem + _SUFFIX[stream]), start, end - start,
+        return TileLocation(self._file(field.stem + STREAM_SUFFIX[stream]), start, end - start,
                             self.unfiltered_size(field, k, stream))
 
     def _list_offset(self, kind: str, idx: int) -> int:
@@ -374,12 +398,7 @@ class Fragment(FragmentFolder):
         version = self.footer().version
         pipe = self.pipeline(field, VAR)
         first = pipe.filters[0].id if pipe.filters else None
-        name = field.datatype.name
-        if name == "STRING_ASCII":
-            return (first == 4 and version >= 12) or (first == 14 and version >= 13)
-        if name == "STRING_UTF8":
-            return first in (4, 14) and version >= 17
-        return False
+        return offsets_embedded(first, field.datatype.name, version)
 
     def tile(self, field, k: int, stream: str) -> DecodedTile:
         """Tile k of one stream, decoded once and kept in the store's cache."""
@@ -393,12 +412,25 @@ class Fragment(FragmentFolder):
             self.problems.add_error(exc, self._file(field.stem), f"tile {k}")
             raise
 
+    def var_base(self, field, k: int) -> int:
+        return 0  # the offsets of a 2.x tile start at 0
+
+    def coords_column(self, coords, k: int, j: int) -> np.ndarray:
+        """Dimension j's coordinates of tile k of a legacy __coords field (formats 1-4), zipped or not."""
+        tile = self.tile(coords, k, DATA)
+        loc = self.location(coords, k, DATA)
+        zipped = fm.coords_zipped(self.footer().version, self.schema().coords_filters)
+        return fm.split_coords(tile.data, self.schema().dimensions, zipped, loc.file, f"tile {k}", loc.offset)[j]
+
+    def coords_column_size(self, coords, k: int, j: int) -> int:
+        return self.tile_cell_num(k) * self.schema().dimensions[j].coord_size
+
     def _missing(self, field, stream: str) -> None:
         """A tile's file is gone: the folder's finding for that file says so (the same words), or, when the
         whole fragment vanished while mounted (vacuumed), the array's problems do."""
         from .findings import data_file_finding
         if self.store.entry(self.rel) is None:
-            self.store.problems.add(problem(self.rel, "fragment", None, "the fragment folder vanished while "
+            self.store.problems.add(Problem(self.rel, "fragment", None, "the fragment folder vanished while "
                                             "mounted (vacuumed?): what was open of it reads as I/O errors",
                                             WARNING))
             return
@@ -439,7 +471,7 @@ class Fragment(FragmentFolder):
         decoded = unfilter_tile(raw, loc.file, loc.offset, pipeline, ctx, f"tile {k}",
                                 expected_size=loc.unfiltered_size, base=loc.offset)
         for failure in decoded.checksum_failures:
-            self.problems.add(problem(loc.file, f"tile {k}", loc.offset, failure))
+            self.problems.add(Problem(loc.file, f"tile {k}", loc.offset, failure))
         if stream == DATA:
             self._check_min_max(field, k, decoded.data, loc)
         # the records of each chunk and stage weigh ~0.6 KiB a chunk (tracemalloc), more than small tiles
@@ -457,7 +489,7 @@ class Fragment(FragmentFolder):
             return
         lo, hi = values.min(), values.max()
         if lo != bounds[0][k] or hi != bounds[1][k]:
-            self.problems.add(problem(loc.file, f"tile {k}", loc.offset,
+            self.problems.add(Problem(loc.file, f"tile {k}", loc.offset,
                                       f"values span {lo.item()}..{hi.item()} but the fragment metadata records "
                                       f"{bounds[0][k].item()}..{bounds[1][k].item()} for this tile (tiles swapped "
                                       "or overwritten?)"))

@@ -128,7 +128,4 @@ class FragmentFolder:
         return [e for e in self.store.entries(self.rel) if not e.is_file]
 
     def mtime(self) -> float:
-        try:
-            return self.store.stat(self.rel).st_mtime
-        except OSError:
-            return 0.0
+        return self.store.mtime(self.rel)

@@ -2,16 +2,75 @@
 
 from __future__ import annotations
 
-from .array_store import ArrayStore, NotAnArrayError
-from .legacy0x import open_legacy0x
+from ..format.errors import FormatError
+from .array_store import (FRAGMENT_METADATA_FILE, GROUP_DIR, GROUP_FILE, LEGACY_SCHEMA, SCHEMA_DIR, ArrayStore,
+                          NotAnArrayError)
+from .storage import Storage, open_storage
 
-__all__ = ["open_array", "NotAnArrayError"]
+__all__ = ["open_array", "open_tiledb_array", "NotAnArrayError"]
 
 
 def open_array(path: str, cache_bytes: int = 512 << 20, key=None):
     """The store of the array (or TileDB 0.x workspace) at `path`.
 
     A TileDB 0.x array, workspace or group (GenomicsDB) gets a legacy0x store; anything else is
-    opened as a TileDB array of format 1 to 22, which raises FileNotFoundError or NotAnArrayError
-    when `path` holds none. Views and `check` serve whichever store they are given."""
-    return open_legacy0x(path, cache_bytes) or ArrayStore(path, cache_bytes=cache_bytes, key=key)
+    opened as a TileDB array of format 1 to 22. FileNotFoundError when nothing is at `path`,
+    NotAnArrayError when it holds no array. Views and `check` serve whichever store they are given."""
+    try:
+        storage = open_storage(path)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"array not found: {exc.filename}") from None
+    except NotADirectoryError as exc:
+        raise NotAnArrayError(f"not a TileDB array (not a directory): {exc.filename}") from None
+    from .legacy0x import WORKSPACE_MARKER, Legacy0xArrayStore, Legacy0xWorkspaceStore
+
+    if storage.is_file(WORKSPACE_MARKER):
+        return Legacy0xWorkspaceStore(storage, cache_bytes, "workspace")
+    if _is_legacy0x_array(storage):
+        return Legacy0xArrayStore(storage, cache_bytes)
+    if storage.is_file(GROUP_FILE) and not storage.is_dir(GROUP_DIR):
+        workspace = Legacy0xWorkspaceStore(storage, cache_bytes, "group")
+        if workspace.array_paths():
+            return workspace
+    return open_tiledb_array(storage, cache_bytes, key)
+
+
+def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None) -> ArrayStore:
+    """The store of the TileDB array (format 1 to 22) in `storage`; NotAnArrayError when it holds none."""
+    # a __schema that is not a real folder (a symlink) still makes an array: shown, with its problem
+    if not (storage.entry(SCHEMA_DIR) is not None or storage.is_file(LEGACY_SCHEMA)):
+        if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
+            raise NotAnArrayError(f"not a TileDB array: {storage.describe()} is a TileDB group")
+        raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {storage.describe()}")
+    return ArrayStore(storage, cache_bytes, key=key)
+
+
+def _is_legacy0x_array(storage: Storage) -> bool:
+    """A TileDB 0.x array: its schema file with no __schema/ beside it, told from a TileDB 1.x/2.x
+    `__array_schema.tdb` by the fork's version tag, the fragments' files, or a complete 0.x decode."""
+    from ..format.legacy0x.schema import parse_schema
+    from .legacy0x import BOOK_KEEPING_FILE
+
+    if not storage.is_file(LEGACY_SCHEMA) or storage.is_dir(SCHEMA_DIR):
+        return False
+    try:
+        head = storage.pread(LEGACY_SCHEMA, 0, 4)
+        if len(head) == 4 and int.from_bytes(head, "little") >= 0x80000000:
+            return True  # the fork's version tag
+        checked = 0
+        for entry in storage.entries(""):
+            if entry.is_dir and entry.name.lstrip(".").startswith("__"):
+                if storage.is_file(f"{entry.name}/{BOOK_KEEPING_FILE}"):
+                    return True
+                if storage.is_file(f"{entry.name}/{FRAGMENT_METADATA_FILE}"):
+                    return False
+                checked += 1
+                if checked >= 8:
+                    break
+        # No fragment tells: an original (untagged) 0.x schema decodes completely, a 1.x/2.x one does not.
+        if storage.file_size(LEGACY_SCHEMA) > 1 << 20:
+            return False
+        parse_schema(storage.read(LEGACY_SCHEMA))
+        return True
+    except (OSError, FormatError):
+        return False

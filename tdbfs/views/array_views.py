@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
-from ..format.names import try_parse_name
+
+def _timestamps(store, rel: str) -> dict | None:
+    n = store.timestamped_name(rel)
+    return {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso} if n else None
 
 
 def array_summary(store) -> dict:
@@ -26,7 +29,7 @@ def array_summary(store) -> dict:
     fragment_versions: dict = {}
     paths = store.fragment_paths()
     for p in paths:
-        n = try_parse_name(os.path.basename(p))
+        n = store.timestamped_name(p)
         v = n.assumed_format_version if n else None
         fragment_versions[v] = fragment_versions.get(v, 0) + 1
     out["format_versions"] = {
@@ -46,50 +49,50 @@ def array_summary(store) -> dict:
     }
     out["sizes"] = store.disk_usage()
     out["encryption"] = _encryption(store, latest)
-    out["problems"] = store.findings()
+    out["problems"] = [p.to_dict() for p in store.findings()]
     return out
 
 
 def _encryption(store, latest) -> dict:
     """Whether the array is encrypted (from the unencrypted schema tile header) and whether a key was given;
     for an encrypted schema, its generic tile header, chunk headers and AES-256-GCM part headers."""
-    from ..format.generic_tile import generic_tile_envelope
+    from .describe.generic_tile import describe_generic_tile_envelope
     enc = store.encryption_type(latest) if latest else 0
     out: dict = {"type": {0: "NONE", 1: "AES_256_GCM"}.get(enc, f"UNKNOWN({enc})"), "key_given": store.key is not None}
     if enc and latest:
         try:
-            out["schema_generic_tile"] = generic_tile_envelope(store.read_file(latest), 0, latest, "array schema")
+            out["schema_generic_tile"] = describe_generic_tile_envelope(store.schema_envelope(latest))
         except Exception as exc:
             store.problems.add_error(exc, latest, "array schema")
     return out
 
 
 def _gtile_info(store, rel: str, structure: str) -> dict:
-    from ..format.generic_tile import header_to_dict
+    from .describe.generic_tile import describe_generic_tile_header
     tile = store.generic_tile(rel, 0, structure)
-    return header_to_dict(tile.header)
+    return describe_generic_tile_header(tile.header)
 
 
 def schema_view(store, rel: str) -> dict:
-    from ..format.schema import schema_to_dict
+    from .describe.schema import describe_schema
     out = {"file": rel}
-    n = try_parse_name(os.path.basename(rel))
-    if n:
-        out["timestamps"] = {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso}
+    timestamps = _timestamps(store, rel)
+    if timestamps:
+        out["timestamps"] = timestamps
     out["generic_tile"] = _gtile_info(store, rel, "array schema")
-    out.update(schema_to_dict(store.schema(rel)))
+    out.update(describe_schema(store.schema(rel)))
     return out
 
 
 def enumeration_view(store, rel: str) -> dict:
-    from ..format.enumeration import enumeration_to_dict
+    from .describe.enumeration import describe_enumeration
     out = {"file": rel, "generic_tile": _gtile_info(store, rel, "enumeration")}
-    out.update(enumeration_to_dict(store.enumeration(rel)))
+    out.update(describe_enumeration(store.enumeration(rel)))
     return out
 
 
 def metadata_file_view(store, rel: str) -> dict:
-    from ..format.array_metadata import record_to_dict
+    from .describe.array_metadata import describe_metadata_record
     base = os.path.basename(rel)
     out: dict = {"file": rel}
     if base.endswith(".vac"):
@@ -99,54 +102,30 @@ def metadata_file_view(store, rel: str) -> dict:
     if base.endswith(".tmp"):
         out["kind"] = "write in progress (skipped by readers)"
         return out
-    n = try_parse_name(base)
-    if n:
-        out["timestamps"] = {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso}
+    timestamps = _timestamps(store, rel)
+    if timestamps:
+        out["timestamps"] = timestamps
     out["generic_tile"] = _gtile_info(store, rel, "array metadata")
-    out["records"] = [record_to_dict(r) for r in store.array_metadata(rel)]
-    out["vacuumed"] = rel in _vacuumed_metadata(store)
-    return out
-
-
-def _vacuumed_metadata(store) -> set:
-    out = set()
-    for rel in store.metadata_files():
-        if rel.endswith(".vac"):
-            for entry in store.attempt(lambda rel=rel: store.vacuum_file(rel), rel, "vacuum file") or ():
-                out.add("__meta/" + os.path.basename(entry))
+    out["records"] = [describe_metadata_record(r) for r in store.array_metadata(rel)]
+    out["vacuumed"] = rel in store.vacuumed_metadata()
     return out
 
 
 def merged_metadata(store) -> dict:
     """Every __meta file applied in timestamp order; files listed in a .vac are skipped."""
-    from ..format.array_metadata import merge_metadata, merged_to_dict
-    vacuumed = _vacuumed_metadata(store)
-    files = []
-    skipped = []
-    for rel in store.metadata_files():
-        base = os.path.basename(rel)
-        if base.endswith((".vac", ".tmp")):
-            continue
-        if rel in vacuumed:
-            skipped.append(rel)
-            continue
-        n = try_parse_name(base)
-        records = store.attempt(lambda rel=rel: store.array_metadata(rel), rel, "array metadata")
-        if records is not None:
-            files.append(((n.t1, n.t2, base) if n else (0, 0, base), base, records))
-    files.sort(key=lambda x: x[0])
-    merged = merge_metadata([(base, records) for _, base, records in files])
-    return {"files_applied": [b for _, b, _ in files], "files_skipped_as_vacuumed": skipped,
-            "metadata": merged_to_dict(merged)}
+    from .describe.array_metadata import describe_merged_metadata
+    merged = store.merged_metadata()
+    return {"files_applied": list(merged.applied), "files_skipped_as_vacuumed": list(merged.skipped),
+            "metadata": describe_merged_metadata(merged.records)}
 
 
 def commit_view(store, rel: str) -> dict:
-    from ..format import commits
+    from .describe.commits import describe_condition_commit, describe_consolidated_commits
     base = os.path.basename(rel)
     out: dict = {"file": rel, "size": store.file_size(rel)}
-    n = try_parse_name(base)
-    if n:
-        out["timestamps"] = {"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso}
+    timestamps = _timestamps(store, rel)
+    if timestamps:
+        out["timestamps"] = timestamps
     if base.endswith((".wrt", ".ok")):
         frag = base.rsplit(".", 1)[0]
         out["kind"] = "write commit" if base.endswith(".wrt") else "commit marker (format < 12)"
@@ -160,11 +139,11 @@ def commit_view(store, rel: str) -> dict:
         out["ignored"] = store.ignore_file(rel)
     elif base.endswith(".con"):
         out["kind"] = "consolidated commits"
-        out.update(commits.consolidated_commits_to_dict(store.consolidated_commits(rel)))
+        out.update(describe_consolidated_commits(store.consolidated_commits(rel)))
     elif base.endswith((".del", ".upd")):
         out["kind"] = "delete condition" if base.endswith(".del") else "update condition"
         out["generic_tile"] = _gtile_info(store, rel, out["kind"])
-        out.update(commits.condition_to_dict(store.condition(rel), _field_types(store)))
+        out.update(describe_condition_commit(store.condition(rel), _field_types(store)))
     else:
         out["kind"] = "unknown"
     return out
@@ -183,8 +162,8 @@ def _field_types(store) -> dict:
 
 
 def fragment_meta_view(store, rel: str) -> dict:
-    from ..format import consolidated_fragment_metadata as cfm
+    from .describe.consolidated_fragment_metadata import describe_consolidated_fragment_metadata
     store.consolidated_fragment_metadata(rel)  # records what differs from the fragments' own footers
-    out: dict = {"file": rel, "generic_tile": _gtile_info(store, rel, cfm.STRUCTURE)}
-    out.update(cfm.consolidated_to_dict(store.generic_tile(rel, 0, cfm.STRUCTURE).payload, rel, store))
+    out: dict = {"file": rel, "generic_tile": _gtile_info(store, rel, "consolidated fragment metadata")}
+    out.update(describe_consolidated_fragment_metadata(store.consolidated_footers(rel)))
     return out

@@ -25,9 +25,9 @@ def guarded(render: Callable[[], bytes], problems, file: str, structure: str) ->
             raise ViewError(f"{shown(file)}: file missing ({shown(str(exc.filename or exc))})") from None
         except Exception as exc:  # every decoding failure ends as a problem, never a crash
             problem = problems.add_error(exc, file, structure)
-            log.warning("cannot build view of %s: %s", shown(file), shown(problem["message"]))
-            raise ViewError(f"{problem.get('file')}: {problem.get('structure')} at byte {problem.get('offset')}: "
-                            f"{problem.get('message')}") from None
+            log.warning("cannot build view of %s: %s", shown(file), shown(problem.message))
+            raise ViewError(f"{problem.file}: {problem.structure} at byte {problem.offset}: "
+                            f"{problem.message}") from None
 
     return run
 

@@ -1,13 +1,21 @@
-"""The folder of one fragment: fragment.yaml, footer.yaml, rtree/, tiles.csv, attrs/, dims/, raw/."""
+"""The folder of one fragment, of either layout (TileDB 2.x or 0.x), built once from the fragment
+interface (store/fragment_interface.py): fragment.yaml, tiles.csv, attrs/, dims/ (with coordinates
+split per dimension), the tile files and raw/. What only one layout has comes from `own_views`:
+footer.yaml, rtree/ and the byte maps for 2.x here, book_keeping.yaml and rtree/ for 0.x in
+legacy0x_views.py."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..format import fragment_metadata as fm
-from ..format.filters import pipeline_to_dict
-from ..store.fragment import DATA, VAR, VALIDITY, Fragment
-from ..store.problems import merged
+from .describe.filters import describe_pipeline
+from .describe.fragment_metadata import (describe_footer, describe_fragment_summary, describe_legacy_footer,
+                                         describe_rtree_level)
+from ..store.fragment import Fragment
+from ..store.fragment_interface import (DATA, LEGACY0X, STREAM_SUFFIX, VALIDITY, VAR, FragmentLike,
+                                        streams)
+from ..store.problems import unique
 from . import layout_views
 from .common import CachedFile, StateFile, guarded, yaml_file
 from .nodes import DirNode, FileNode, StaticDir, ViewError
@@ -19,11 +27,11 @@ def fragment_dir(store, rel: str) -> DirNode:
 
 
 class FragmentDir(DirNode):
-    """A fragment's folder. Built once for a committed fragment, whose files never change; built again
-    whenever the files of a fragment that is not committed yet change (it may still be being written),
-    whose nodes are then never immutable, so the kernel keeps no page of them."""
+    """A fragment's folder, of either layout. Built once for a committed fragment, whose files never
+    change; built again whenever the files of a fragment that is not committed yet change (it may still
+    be being written), whose nodes are then never immutable, so the kernel keeps no page of them."""
 
-    def __init__(self, frag: Fragment):
+    def __init__(self, frag: FragmentLike):
         self.frag = frag
         self._built = None   # (cache token, children)
 
@@ -38,18 +46,25 @@ class FragmentDir(DirNode):
         return self.frag.mtime()
 
 
-def _fragment_children(frag: Fragment, token) -> dict:
+def own_views(frag: FragmentLike):
+    """The views of what only the fragment's layout has (TileDB 2.x: the footer, R-tree and byte maps;
+    0.x: the book-keeping), and how that layout words what both have."""
+    if frag.layout == LEGACY0X:
+        from .legacy0x_views import LEGACY0X_VIEWS  # its decoders load only for a 0.x array
+        return LEGACY0X_VIEWS
+    return TILEDB_VIEWS
+
+
+def _fragment_children(frag: FragmentLike, token) -> dict:
     store, rel, problems = frag.store, frag.rel, frag.problems
+    own = own_views(frag)
     fixed = token == 0  # committed: nothing under it changes again
-    key = (rel, token)
+    key = (store.path, rel, token)
     t = frag.mtime()
-    return {
-        "fragment.yaml": StateFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
-                                   lambda: _summary_state(frag), mtime=t),
-        "footer.yaml": yaml_file(lambda: footer_view(frag), problems,
-                                 f"{rel}/__fragment_metadata.tdb", "footer", immutable=fixed, mtime=t),
-        "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag, key, fixed), frag), immutable=fixed,
-                           mtime=t),
+    out = {"fragment.yaml": StateFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
+                                      lambda: _summary_state(frag), mtime=t)}
+    out.update(own.metadata_children(frag, key, fixed))
+    out.update({
         "tiles.csv": CachedFile(store.cache, ("tiles.csv", key),
                                 guarded(lambda: tiles_csv(frag), problems, rel, "tile list"), immutable=fixed,
                                 mtime=t),
@@ -59,24 +74,12 @@ def _fragment_children(frag: Fragment, token) -> dict:
                           mtime=t),
         "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t, fixed) for n, size in frag.files()},
                          immutable=fixed, mtime=t),
-        # Byte maps and hex dumps (layout_views.py).
-        # the byte map of every file: every generic tile is decoded for it, as `tdbfs check` does
-        "layout.csv": CachedFile(store.cache, ("layout.csv", key),
-                                 guarded(lambda: _decoded(frag) and layout_views.layout_csv(frag), problems, rel,
-                                         "byte map"), immutable=fixed, mtime=t),
-        "layout": StaticDir(guarded_children(lambda: layout_views.layout_children(frag), frag),
-                            immutable=fixed, mtime=t),
-        "hex": StaticDir(guarded_children(lambda: layout_views.hex_children(frag), frag),
-                         immutable=fixed, mtime=t),
-    }
+    })
+    out.update(own.map_children(frag, key, fixed))
+    return out
 
 
-def _decoded(frag: Fragment) -> bool:
-    frag.decode_metadata()
-    return True
-
-
-def guarded_children(make, frag: Fragment):
+def guarded_children(make, frag: FragmentLike):
     def run():
         try:
             return make()
@@ -86,7 +89,7 @@ def guarded_children(make, frag: Fragment):
             raise ViewError(str(exc)) from None
         except Exception as exc:
             problem = frag.problems.add_error(exc, frag.rel, "fragment metadata")
-            raise ViewError(problem["message"]) from None
+            raise ViewError(problem.message) from None
     return run
 
 
@@ -118,7 +121,7 @@ DECODE_AHEAD_TILES = 1
 class TileFile(FileNode):
     """A decoded stream of one tile: exact size from metadata, bytes decoded on first read."""
 
-    def __init__(self, frag: Fragment, field, k: int, stream: str, mtime: float = 0.0, immutable: bool = True):
+    def __init__(self, frag: FragmentLike, field, k: int, stream: str, mtime: float = 0.0, immutable: bool = True):
         self._frag, self._field, self._k, self._stream, self._mtime = frag, field, k, stream, mtime
         self.immutable = immutable
 
@@ -130,7 +133,7 @@ class TileFile(FileNode):
             return self._frag.unfiltered_size(self._field, self._k, self._stream)
         except Exception as exc:
             p = self._frag.problems.add_error(exc, self._frag._file(self._field.stem), f"tile {self._k}")
-            raise ViewError(p["message"]) from None
+            raise ViewError(p.message) from None
 
     def read(self, offset: int, size: int) -> bytes:
         try:
@@ -140,23 +143,14 @@ class TileFile(FileNode):
                 for j in range(1, DECODE_AHEAD_TILES + 1):
                     self._frag.decode_ahead(self._field, self._k + j, self._stream)
             tile = self._frag.tile(self._field, self._k, self._stream)
-        except FileNotFoundError as exc:
-            raise ViewError(str(exc)) from None
         except Exception as exc:
             raise ViewError(str(exc)) from None
         return memoryview(tile.data)[offset:offset + size]  # no copy: the FUSE layer copies it once
 
 
-def footer_view(frag: Fragment) -> dict:
-    legacy = frag.legacy_metadata()
-    if legacy is not None:
-        return fm.legacy_footer_to_dict(legacy, frag.footer().dense)
-    return fm.footer_to_dict(frag.footer())
-
-
 # -- fragment.yaml -------------------------------------------------------------------
 
-def _summary_state(frag: Fragment):
+def _summary_state(frag: FragmentLike):
     """What fragment.yaml depends on that can change: the commit and vacuum files, the folder's entries
     and the problems found (None: unknown, render again)."""
     commits = frag.store.commits_state()
@@ -168,107 +162,54 @@ def _summary_state(frag: Fragment):
         return None
 
 
-def fragment_summary(frag: Fragment) -> dict:
+def fragment_summary(frag: FragmentLike) -> dict:
+    own = own_views(frag)
     out: dict = {"name": frag.name, "path": frag.rel}
+    own.summary_name(frag, out)
     try:
-        n = frag.parsed_name
-        out.update({"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso, "uuid": n.uuid,
-                    "name_version": n.name_version, "version": n.assumed_format_version})
-    except Exception as exc:
-        frag.problems.add_error(exc, frag.rel, "fragment name")
-    try:
-        footer = frag.footer()
-        schema = frag.schema()
-        out["format_version"] = footer.version
-        out["array_schema_name"] = getattr(footer, "array_schema_name", None) or "__array_schema.tdb"
-        out["type"] = "dense" if footer.dense else "sparse"
-        tiles = frag.tile_count()
-        out["tile_count"] = tiles
-        if tiles:
-            out["cell_count"] = (tiles - 1) * frag.cells_per_full_tile() + frag.tile_cell_num(tiles - 1)
-        else:
-            out["cell_count"] = 0
-        if footer.null_non_empty_domain:
-            out["non_empty_domain"] = None
-        else:
-            out["non_empty_domain"] = {d.name: list(r) for d, r in zip(schema.dimensions, footer.non_empty_domain)}
-        out["has_timestamps"] = bool(getattr(footer, "has_timestamps", False))
-        out["has_delete_meta"] = bool(getattr(footer, "has_delete_meta", False))
+        out.update(own.summary_metadata(frag))
+        out["type"] = "dense" if frag.dense else "sparse"
+        out["tile_count"] = frag.tile_count()
+        out["cell_count"] = frag.cell_count()
+        domain = frag.non_empty_domain()
+        out["non_empty_domain"] = None if domain is None else {
+            name: list(r) for (name, _), r in zip(frag.dimensions(), domain)}
+        out.update(own.summary_shape(frag))
         out["fields"] = {f.stem: f.name for f in frag.stored_fields()}
-        g = footer.generic_tile_offsets
-        if g is not None and g.fragment_min_max_sum_null_count is not None:      # v>=12
-            out["fragment_statistics"] = fm.fragment_summary_to_dict(frag.fragment_min_max_sum_null_count(),
-                                                                     frag.fields())
-        if g is not None and g.processed_conditions is not None:                 # v>=16
-            out["processed_conditions"] = list(frag.processed_conditions())
+        out.update(own.summary_statistics(frag))
     except Exception:
         pass  # recorded in problems by the store
     out["files"] = {name: size for name, size in frag.files()}
-    special = frag.special_entries()
-    if special:
-        out["special_files"] = {e.name: e.kind + (f" -> {e.target}" if e.target is not None else "")
-                                for e in special}
-    commits = frag.store.committed_fragment_names()
-    out["committed"] = frag.name in commits
-    if frag.name in commits:
-        out["commit_file"] = commits[frag.name]
-    vacuumed_by = frag.store.vacuum_lists().get(frag.name)
-    out["to_vacuum"] = vacuumed_by is not None
-    if vacuumed_by:
-        out["vacuum_file"] = vacuumed_by
+    own.summary_state(frag, out)
     # last: what the parses above found is part of it
-    out["problems"] = merged(frag.store.fragment_findings(frag), frag.problems.items)
-    return out
-
-
-# -- rtree/ --------------------------------------------------------------------------
-
-def _rtree_children(frag: Fragment, key, fixed: bool) -> dict:
-    rtree = frag.rtree()
-    dims = frag.schema().dimensions
-    header = ["mbr"] + [f"{d.name}_{end}" for d in dims for end in ("min", "max")]
-    out = {}
-    for level in range(len(rtree.levels)):
-        def render(level=level):
-            rows = fm.rtree_level_rows(rtree, level)
-            return to_csv(header, ([i] + list(row) for i, row in enumerate(rows)))
-        out[f"level_{level}.csv"] = CachedFile(frag.store.cache, ("rtree", key, level),
-                                               guarded(render, frag.problems, frag.rel, "R-tree"), immutable=fixed,
-                                               mtime=frag.mtime())
+    out["problems"] = [p.to_dict() for p in unique(frag.store.fragment_findings(frag), frag.problems.items)]
     return out
 
 
 # -- tiles.csv -------------------------------------------------------------------------
 
-def tiles_csv(frag: Fragment) -> bytes:
-    footer = frag.footer()
+def tiles_csv(frag: FragmentLike) -> bytes:
+    own = own_views(frag)
     fields = frag.stored_fields()
     ntiles = frag.tile_count()
     header = ["tile", "cells"]
-    columns = []
-    cells = np.array([frag.tile_cell_num(k) for k in range(ntiles)], dtype=np.int64)
-    columns.append(cells)
+    columns = [[frag.tile_cell_num(k) for k in range(ntiles)]]
     for f in fields:
-        streams = [DATA] + ([VAR] if f.var_sized else []) + ([VALIDITY] if f.nullable else [])
-        for stream in streams:
+        for stream in streams(f):
             suffix = "" if stream == DATA else f"_{stream}"
-            locs = [frag.location(f, k, stream) for k in range(ntiles)]
+            try:
+                locs = [frag.location(f, k, stream) for k in range(ntiles)]
+            except Exception:
+                if not own.partial_tile_list:
+                    raise
+                continue  # recorded; the rest of the table still shows
             header += [f"{f.stem}{suffix}_offset", f"{f.stem}{suffix}_persisted_size", f"{f.stem}{suffix}_size"]
             columns += [[l.offset for l in locs], [l.persisted_size for l in locs], [l.unfiltered_size for l in locs]]
-        if footer.version >= 11:
-            for label, get in (("min", lambda: frag.tile_min_max("min", f.idx)),
-                               ("max", lambda: frag.tile_min_max("max", f.idx)),
-                               ("sum", lambda: frag.tile_sums(f.idx)),
-                               ("null_count", lambda: frag.tile_null_counts(f.idx))):
-                try:
-                    values = list(get())
-                except Exception:
-                    values = []
-                if len(values) == ntiles and ntiles:
-                    header.append(f"{f.stem}_{label}")
-                    columns.append([_cell_value(v) for v in values])
-    rows = zip(range(ntiles), *columns) if columns else ([k] for k in range(ntiles))
-    return to_csv(header, rows)
+        for label, values in frag.tile_statistics(f):
+            if len(values) == ntiles and ntiles:
+                header.append(f"{f.stem}_{label}")
+                columns.append([_cell_value(v) for v in values])
+    return to_csv(header, zip(range(ntiles), *columns))
 
 
 def _cell_value(v):
@@ -283,17 +224,298 @@ def _cell_value(v):
 
 # -- attrs/<stem>/ and dims/<stem>/ ------------------------------------------------------
 
-def _field_dirs(frag: Fragment, dims: bool, key, fixed: bool) -> dict:
+def _field_dirs(frag: FragmentLike, dims: bool, key, fixed: bool) -> dict:
+    own = own_views(frag)
     out = {}
     for f in frag.stored_fields():
         if (f.kind in (fm.DIMENSION, fm.COORDS)) != dims:
             continue
         out[f.stem] = StaticDir(lambda f=f: _tile_files(frag, f, key, fixed), immutable=fixed, mtime=frag.mtime())
         if f.kind == fm.COORDS:
-            # Formats 1-4: one __coords.tdb for all dimensions, shown as stored and split per dimension.
-            for j, d in enumerate(frag.schema().dimensions):
-                out[coords_dim_stem(d.name, j)] = StaticDir(
+            # All dimensions in one file (0.x, formats 1-4): shown as stored and split per dimension.
+            for j, (name, _) in enumerate(frag.dimensions()):
+                out[own.coords_dim_stem(name, j)] = StaticDir(
                     lambda j=j, f=f: _coords_dim_files(frag, f, j, key, fixed), immutable=fixed, mtime=frag.mtime())
+    return out
+
+
+class CoordsDimTile(FileNode):
+    """Dimension j's coordinates of one tile of all dimensions' coordinates (derived from the decoded tile)."""
+
+    def __init__(self, frag: FragmentLike, coords, j: int, k: int, key, mtime: float = 0.0, immutable: bool = True):
+        self._frag, self._coords, self._j, self._k, self._key, self._mtime = frag, coords, j, k, key, mtime
+        self.immutable = immutable
+
+    def mtime(self) -> float:
+        return self._mtime
+
+    def size(self) -> int:
+        try:
+            return self._frag.coords_column_size(self._coords, self._k, self._j)
+        except Exception as exc:
+            raise ViewError(str(exc)) from None
+
+    def read(self, offset: int, size: int) -> bytes:
+        frag = self._frag
+        try:  # split once, not on every 128 KiB read
+            data = frag.store.cache.get_or_make(("coords_bin", self._key, self._j, self._k), lambda: _with_cost(
+                frag.coords_column(self._coords, self._k, self._j).tobytes()))
+        except Exception as exc:
+            raise ViewError(str(exc)) from None
+        return data[offset:offset + size]
+
+
+def _with_cost(data: bytes):
+    return data, len(data) + 64
+
+
+def _coords_dim_files(frag: FragmentLike, coords, j: int, key, fixed: bool) -> dict:
+    own = own_views(frag)
+    t = frag.mtime()
+    is_string = frag.dimensions()[j][1].is_string
+    ntiles = frag.tile_count(coords.idx)
+    info_where, where = own.coords_where(frag, coords)
+    out = {"info.yaml": yaml_file(lambda: own.coords_dim_info(frag, coords, j), frag.problems, info_where,
+                                  "field info", immutable=fixed, mtime=t)}
+    for k in range(ntiles):
+        out[f"tile_{k}.bin"] = CoordsDimTile(frag, coords, j, k, key, t, fixed)
+        out[f"tile_{k}.txt"] = CachedFile(
+            frag.store.cache, ("coords_txt", key, j, k),
+            guarded(lambda k=k: fixed_cells_text(frag.coords_column(coords, k, j), 1, is_string, None),
+                    frag.problems, where, f"tile {k}"), immutable=fixed, mtime=t)
+        out[f"tile_{k}.yaml"] = CachedFile(
+            frag.store.cache, ("coords_yaml", key, j, k),
+            guarded(lambda k=k: to_yaml(own.coords_dim_record(frag, coords, j, k)), frag.problems, where,
+                    f"tile {k}"), immutable=fixed, mtime=t)
+    return out
+
+
+def _tile_files(frag: FragmentLike, field, key, fixed: bool) -> dict:
+    own = own_views(frag)
+    ntiles = frag.tile_count(field.idx)
+    t = frag.mtime()
+    out = {"info.yaml": yaml_file(lambda: own.field_info(frag, field), frag.problems, frag.rel, "field info",
+                                  immutable=fixed, mtime=t)}
+    cache = frag.store.cache
+    where = f"{frag.rel}/{field.stem}"
+    for k in range(ntiles):
+        out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA, t, fixed)
+        if field.var_sized:
+            out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR, t, fixed)
+        if field.nullable:
+            out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY, t, fixed)
+        out[f"tile_{k}.txt"] = CachedFile(cache, ("txt", key, field.idx, k),
+                                          guarded(lambda k=k: tile_text(frag, field, k), frag.problems, where,
+                                                  f"tile {k}"), immutable=fixed, mtime=t)
+        out[f"tile_{k}.yaml"] = CachedFile(cache, ("tileyaml", key, field.idx, k),
+                                           guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
+                                                   where, f"tile {k}"), immutable=fixed, mtime=t)
+    return out
+
+
+def tile_text(frag: FragmentLike, field, k: int) -> bytes:
+    validity = None
+    if field.nullable:
+        validity = np.frombuffer(frag.tile(field, k, VALIDITY).data, np.uint8)
+    data = frag.tile(field, k, DATA).data
+    dt = field.datatype
+    if field.kind == fm.COORDS:
+        # One line per cell, [d0, d1, ...], whichever way the tile stores them.
+        ndims = len(frag.dimensions())
+        cols = [frag.coords_column(field, k, j) for j in range(ndims)]
+        values = np.stack(cols, axis=1).reshape(-1) if cols else np.array([])
+        return fixed_cells_text(values, ndims, dt.is_string, None)
+    if field.var_sized:
+        offsets = np.frombuffer(data, "<u8").astype(np.int64) - frag.var_base(field, k)
+        return var_cells_text(offsets, frag.tile(field, k, VAR).data, dt.dtype, dt.is_string, validity)
+    values = np.frombuffer(data[: len(data) - len(data) % dt.size], dt.dtype)
+    return fixed_cells_text(values, field.cell_val_num, dt.is_string, validity)
+
+
+def tile_record(frag: FragmentLike, field, k: int) -> dict:
+    own = own_views(frag)
+    out = {"field": field.name, "stem": field.stem, "tile": k, "cells": frag.tile_cell_num(k), "streams": {}}
+    for stream in streams(field):
+        entry: dict = {}
+        try:
+            loc = frag.location(field, k, stream)
+            entry.update({"file": loc.file, "offset": loc.offset, "persisted_size": loc.persisted_size,
+                          "unfiltered_size": loc.unfiltered_size})
+            own.describe_stream(frag, field, k, stream, loc, entry)
+        except Exception as exc:
+            entry["error"] = str(exc)
+        out["streams"][stream if stream != DATA else ("offsets" if field.var_sized else "data")] = entry
+    return out
+
+
+# -- what only TileDB 2.x fragments have, and its words -----------------------------------
+
+class TileDBViews:
+    #: a tile list fails whole when a tile cannot be located (the footer's lists disagree)
+    partial_tile_list = False
+
+    @staticmethod
+    def metadata_children(frag: Fragment, key, fixed: bool) -> dict:
+        t = frag.mtime()
+        return {
+            "footer.yaml": yaml_file(lambda: footer_view(frag), frag.problems, f"{frag.rel}/{frag.METADATA_FILE}",
+                                     "footer", immutable=fixed, mtime=t),
+            "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag, key, fixed), frag), immutable=fixed,
+                               mtime=t),
+        }
+
+    @staticmethod
+    def map_children(frag: Fragment, key, fixed: bool) -> dict:
+        """Byte maps and hex dumps (layout_views.py)."""
+        store, rel, problems, t = frag.store, frag.rel, frag.problems, frag.mtime()
+        return {
+            # the byte map of every file: every generic tile is decoded for it, as `tdbfs check` does
+            "layout.csv": CachedFile(store.cache, ("layout.csv", key),
+                                     guarded(lambda: _decoded(frag) and layout_views.layout_csv(frag), problems, rel,
+                                             "byte map"), immutable=fixed, mtime=t),
+            "layout": StaticDir(guarded_children(lambda: layout_views.layout_children(frag), frag),
+                                immutable=fixed, mtime=t),
+            "hex": StaticDir(guarded_children(lambda: layout_views.hex_children(frag), frag),
+                             immutable=fixed, mtime=t),
+        }
+
+    @staticmethod
+    def summary_name(frag: Fragment, out: dict) -> None:
+        try:
+            n = frag.parsed_name
+            out.update({"t1": n.t1, "t2": n.t2, "t1_iso": n.t1_iso, "t2_iso": n.t2_iso, "uuid": n.uuid,
+                        "name_version": n.name_version, "version": n.assumed_format_version})
+        except Exception as exc:
+            frag.problems.add_error(exc, frag.rel, "fragment name")
+
+    @staticmethod
+    def summary_metadata(frag: Fragment) -> dict:
+        footer = frag.footer()
+        frag.schema()
+        return {"format_version": footer.version,
+                "array_schema_name": getattr(footer, "array_schema_name", None) or "__array_schema.tdb"}
+
+    @staticmethod
+    def summary_shape(frag: Fragment) -> dict:
+        footer = frag.footer()
+        return {"has_timestamps": bool(getattr(footer, "has_timestamps", False)),
+                "has_delete_meta": bool(getattr(footer, "has_delete_meta", False))}
+
+    @staticmethod
+    def summary_statistics(frag: Fragment) -> dict:
+        out = {}
+        g = frag.footer().generic_tile_offsets
+        if g is not None and g.fragment_min_max_sum_null_count is not None:      # v>=12
+            out["fragment_statistics"] = describe_fragment_summary(frag.fragment_min_max_sum_null_count(),
+                                                                   frag.fields())
+        if g is not None and g.processed_conditions is not None:                 # v>=16
+            out["processed_conditions"] = list(frag.processed_conditions())
+        return out
+
+    @staticmethod
+    def summary_state(frag: Fragment, out: dict) -> None:
+        special = frag.special_entries()
+        if special:
+            out["special_files"] = {e.name: e.kind + (f" -> {e.target}" if e.target is not None else "")
+                                    for e in special}
+        commits = frag.store.committed_fragment_names()
+        out["committed"] = frag.name in commits
+        if frag.name in commits:
+            out["commit_file"] = commits[frag.name]
+        vacuumed_by = frag.store.vacuum_lists().get(frag.name)
+        out["to_vacuum"] = vacuumed_by is not None
+        if vacuumed_by:
+            out["vacuum_file"] = vacuumed_by
+
+    @staticmethod
+    def coords_dim_stem(name: str, j: int) -> str:
+        return coords_dim_stem(name, j)
+
+    @staticmethod
+    def coords_where(frag: Fragment, coords) -> tuple[str, str]:
+        where = f"{frag.rel}/{coords.file}"
+        return where, where
+
+    @staticmethod
+    def coords_dim_info(frag: Fragment, coords, j: int) -> dict:
+        d = frag.schema().dimensions[j]
+        return {"name": d.name, "stem": coords_dim_stem(d.name, j), "kind": "dimension", "position": j,
+                "datatype": d.datatype.name, "cell_val_num": 1, "nullable": False,
+                "derived_from": coords.file, "coords_layout": _coords_layout(frag),
+                "filters": {"data": describe_pipeline(frag.pipeline(coords, DATA))},
+                "data_files": {coords.file: dict(frag.files()).get(coords.file)},
+                "tile_count": frag.tile_count(coords.idx)}
+
+    @staticmethod
+    def coords_dim_record(frag: Fragment, coords, j: int, k: int) -> dict:
+        out = tile_record(frag, coords, k)
+        name = frag.schema().dimensions[j].name
+        out.update({"field": name, "stem": coords_dim_stem(name, j),
+                    "derived_from": f"{coords.stem}/tile_{k}.bin", "coords_layout": _coords_layout(frag)})
+        return out
+
+    @staticmethod
+    def field_info(frag: Fragment, field) -> dict:
+        out = {"name": field.name, "stem": field.stem, "kind": field.kind, "index": field.idx,
+               "datatype": field.datatype.name,
+               "cell_val_num": "var" if field.var_sized else field.cell_val_num,
+               "nullable": bool(field.nullable)}
+        files = dict(frag.files())
+        out["filters"] = {}
+        out["data_files"] = {}
+        names = {DATA: "offsets" if field.var_sized else "data", VAR: "var", VALIDITY: "validity"}
+        for stream in streams(field):
+            out["filters"][names[stream]] = describe_pipeline(frag.pipeline(field, stream))
+            fname = field.stem + STREAM_SUFFIX[stream]
+            out["data_files"][fname] = files.get(fname)
+        out["tile_count"] = frag.tile_count(field.idx)
+        if field.kind == fm.COORDS:
+            out["dimensions"] = [d.name for d in frag.schema().dimensions]
+            out["coords_layout"] = _coords_layout(frag)
+            out["split_into"] = [coords_dim_stem(d.name, j) for j, d in enumerate(frag.schema().dimensions)]
+        return out
+
+    @staticmethod
+    def describe_stream(frag: Fragment, field, k: int, stream: str, loc, entry: dict) -> None:
+        pipe = frag.pipeline(field, stream)
+        entry["filters"] = [f.name for f in pipe.filters]
+        tile = frag.tile(field, k, stream)
+        entry["chunks"] = [_chunk_dict(c) for c in tile.chunks]
+        if stream == DATA and frag.offsets_embedded(field):
+            entry["rebuilt_from"] = ("var: the first var filter embeds the string lengths, so the offsets "
+                                     "file holds an empty tile and the offsets are rebuilt from the var tile")
+        checks = [c for ch in tile.chunks for s in ch.stages for c in s.get("checksums", [])]
+        if checks:
+            entry["checksums"] = "ok" if all(c["ok"] for c in checks) else "FAILED"
+
+
+TILEDB_VIEWS = TileDBViews()
+
+
+def _decoded(frag: Fragment) -> bool:
+    frag.decode_metadata()
+    return True
+
+
+def footer_view(frag: Fragment) -> dict:
+    legacy = frag.legacy_metadata()
+    if legacy is not None:
+        return describe_legacy_footer(legacy, frag.footer().dense)
+    return describe_footer(frag.footer())
+
+
+def _rtree_children(frag: Fragment, key, fixed: bool) -> dict:
+    rtree = frag.rtree()
+    dims = frag.schema().dimensions
+    header = ["mbr"] + [f"{d.name}_{end}" for d in dims for end in ("min", "max")]
+    out = {}
+    for level in range(len(rtree.levels)):
+        def render(level=level):
+            rows = describe_rtree_level(rtree, level)
+            return to_csv(header, ([i] + list(row) for i, row in enumerate(rows)))
+        out[f"level_{level}.csv"] = CachedFile(frag.store.cache, ("rtree", key, level),
+                                               guarded(render, frag.problems, frag.rel, "R-tree"), immutable=fixed,
+                                               mtime=frag.mtime())
     return out
 
 
@@ -304,171 +526,10 @@ def coords_dim_stem(name: str, j: int) -> str:
     return name
 
 
-class CoordsDimTile(FileNode):
-    """Dimension j's coordinates of one legacy __coords tile (derived from the decoded tile)."""
-
-    def __init__(self, frag: Fragment, coords, j: int, k: int, mtime: float = 0.0, immutable: bool = True):
-        self._frag, self._coords, self._j, self._k, self._mtime = frag, coords, j, k, mtime
-        self.immutable = immutable
-
-    def mtime(self) -> float:
-        return self._mtime
-
-    def size(self) -> int:
-        try:
-            return self._frag.tile_cell_num(self._k) * self._frag.schema().dimensions[self._j].coord_size
-        except Exception as exc:
-            raise ViewError(str(exc)) from None
-
-    def read(self, offset: int, size: int) -> bytes:
-        try:
-            data = coords_dim_values(self._frag, self._coords, self._j, self._k).tobytes()
-        except Exception as exc:
-            raise ViewError(str(exc)) from None
-        return data[offset:offset + size]
-
-
-def coords_dim_values(frag: Fragment, coords, j: int, k: int) -> np.ndarray:
-    tile = frag.tile(coords, k, DATA)
-    loc = frag.location(coords, k, DATA)
-    zipped = fm.coords_zipped(frag.footer().version, frag.schema().coords_filters)
-    return fm.split_coords(tile.data, frag.schema().dimensions, zipped, loc.file, f"tile {k}", loc.offset)[j]
-
-
-def _coords_dim_files(frag: Fragment, coords, j: int, key, fixed: bool) -> dict:
-    t = frag.mtime()
-    dim = frag.schema().dimensions[j]
-    ntiles = frag.tile_count(coords.idx)
-    where = f"{frag.rel}/{coords.file}"
-    out = {"info.yaml": yaml_file(lambda: coords_dim_info(frag, coords, j), frag.problems, where,
-                                  "field info", immutable=fixed, mtime=t)}
-    for k in range(ntiles):
-        out[f"tile_{k}.bin"] = CoordsDimTile(frag, coords, j, k, t, fixed)
-        out[f"tile_{k}.txt"] = CachedFile(
-            frag.store.cache, ("coords_txt", key, j, k),
-            guarded(lambda k=k: fixed_cells_text(coords_dim_values(frag, coords, j, k), 1,
-                                                 dim.datatype.is_string, None),
-                    frag.problems, where, f"tile {k}"), immutable=fixed, mtime=t)
-        out[f"tile_{k}.yaml"] = CachedFile(
-            frag.store.cache, ("coords_yaml", key, j, k),
-            guarded(lambda k=k: to_yaml(coords_dim_record(frag, coords, j, k)), frag.problems, where,
-                    f"tile {k}"), immutable=fixed, mtime=t)
-    return out
-
-
-def _layout(frag: Fragment) -> str:
+def _coords_layout(frag: Fragment) -> str:
     if fm.coords_zipped(frag.footer().version, frag.schema().coords_filters):
         return "zipped (one value per dimension, cell after cell)"
     return "unzipped (all values of each dimension, dimension after dimension)"
-
-
-def coords_dim_info(frag: Fragment, coords, j: int) -> dict:
-    d = frag.schema().dimensions[j]
-    return {"name": d.name, "stem": coords_dim_stem(d.name, j), "kind": "dimension", "position": j,
-            "datatype": d.datatype.name, "cell_val_num": 1, "nullable": False,
-            "derived_from": coords.file, "coords_layout": _layout(frag),
-            "filters": {"data": pipeline_to_dict(frag.pipeline(coords, DATA))},
-            "data_files": {coords.file: dict(frag.files()).get(coords.file)},
-            "tile_count": frag.tile_count(coords.idx)}
-
-
-def coords_dim_record(frag: Fragment, coords, j: int, k: int) -> dict:
-    out = tile_record(frag, coords, k)
-    out.update({"field": frag.schema().dimensions[j].name, "stem": coords_dim_stem(frag.schema().dimensions[j].name, j),
-                "derived_from": f"{coords.stem}/tile_{k}.bin", "coords_layout": _layout(frag)})
-    return out
-
-
-def _tile_files(frag: Fragment, field, key, fixed: bool) -> dict:
-    ntiles = frag.tile_count(field.idx)
-    t = frag.mtime()
-    out = {"info.yaml": yaml_file(lambda: field_info(frag, field), frag.problems, frag.rel, "field info",
-                                  immutable=fixed, mtime=t)}
-    cache = frag.store.cache
-    for k in range(ntiles):
-        out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA, t, fixed)
-        if field.var_sized:
-            out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR, t, fixed)
-        if field.nullable:
-            out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY, t, fixed)
-        out[f"tile_{k}.txt"] = CachedFile(cache, ("txt", key, field.idx, k),
-                                          guarded(lambda k=k: tile_text(frag, field, k), frag.problems,
-                                                  f"{frag.rel}/{field.stem}", f"tile {k}"), immutable=fixed, mtime=t)
-        out[f"tile_{k}.yaml"] = CachedFile(cache, ("tileyaml", key, field.idx, k),
-                                           guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
-                                                   f"{frag.rel}/{field.stem}", f"tile {k}"), immutable=fixed,
-                                           mtime=t)
-    return out
-
-
-def _streams(field) -> list[str]:
-    return [DATA] + ([VAR] if field.var_sized else []) + ([VALIDITY] if field.nullable else [])
-
-
-def field_info(frag: Fragment, field) -> dict:
-    out = {"name": field.name, "stem": field.stem, "kind": field.kind, "index": field.idx,
-           "datatype": field.datatype.name,
-           "cell_val_num": "var" if field.var_sized else field.cell_val_num,
-           "nullable": bool(field.nullable)}
-    files = dict(frag.files())
-    out["filters"] = {}
-    out["data_files"] = {}
-    names = {DATA: "offsets" if field.var_sized else "data", VAR: "var", VALIDITY: "validity"}
-    suffix = {DATA: ".tdb", VAR: "_var.tdb", VALIDITY: "_validity.tdb"}
-    for stream in _streams(field):
-        out["filters"][names[stream]] = pipeline_to_dict(frag.pipeline(field, stream))
-        fname = field.stem + suffix[stream]
-        out["data_files"][fname] = files.get(fname)
-    out["tile_count"] = frag.tile_count(field.idx)
-    if field.kind == fm.COORDS:
-        out["dimensions"] = [d.name for d in frag.schema().dimensions]
-        out["coords_layout"] = _layout(frag)
-        out["split_into"] = [coords_dim_stem(d.name, j) for j, d in enumerate(frag.schema().dimensions)]
-    return out
-
-
-def tile_text(frag: Fragment, field, k: int) -> bytes:
-    validity = None
-    if field.nullable:
-        validity = np.frombuffer(frag.tile(field, k, VALIDITY).data, np.uint8)
-    data = frag.tile(field, k, DATA).data
-    dt = field.datatype
-    if field.kind == fm.COORDS:
-        # One line per cell, [d0, d1, ...], whichever way the tile stores them.
-        dims = frag.schema().dimensions
-        cols = [coords_dim_values(frag, field, j, k) for j in range(len(dims))]
-        values = np.stack(cols, axis=1).reshape(-1) if cols else np.array([])
-        return fixed_cells_text(values, len(dims), dt.is_string, None)
-    if field.var_sized:
-        offsets = np.frombuffer(data, "<u8")
-        values = frag.tile(field, k, VAR).data
-        return var_cells_text(offsets, values, dt.dtype, dt.is_string, validity)
-    values = np.frombuffer(data[: len(data) - len(data) % dt.size], dt.dtype)
-    return fixed_cells_text(values, field.cell_val_num, dt.is_string, validity)
-
-
-def tile_record(frag: Fragment, field, k: int) -> dict:
-    out = {"field": field.name, "stem": field.stem, "tile": k, "cells": frag.tile_cell_num(k), "streams": {}}
-    for stream in _streams(field):
-        entry: dict = {}
-        try:
-            loc = frag.location(field, k, stream)
-            entry.update({"file": loc.file, "offset": loc.offset, "persisted_size": loc.persisted_size,
-                          "unfiltered_size": loc.unfiltered_size})
-            pipe = frag.pipeline(field, stream)
-            entry["filters"] = [f.name for f in pipe.filters]
-            tile = frag.tile(field, k, stream)
-            entry["chunks"] = [_chunk_dict(c) for c in tile.chunks]
-            if stream == DATA and frag.offsets_embedded(field):
-                entry["rebuilt_from"] = ("var: the first var filter embeds the string lengths, so the offsets "
-                                         "file holds an empty tile and the offsets are rebuilt from the var tile")
-            checks = [c for ch in tile.chunks for s in ch.stages for c in s.get("checksums", [])]
-            if checks:
-                entry["checksums"] = "ok" if all(c["ok"] for c in checks) else "FAILED"
-        except Exception as exc:
-            entry["error"] = str(exc)
-        out["streams"][stream if stream != DATA else ("offsets" if field.var_sized else "data")] = entry
-    return out
 
 
 def _chunk_dict(c) -> dict:

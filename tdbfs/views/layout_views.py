@@ -163,13 +163,13 @@ class ArrayFileView(BytesFile):
 
     def data(self) -> bytes:
         st = self._stat()
-        version = (st.st_size, st.st_mtime_ns) if st is not None else None
+        version = (st.size, st.mtime_ns) if st is not None else None
         return self._store.cache.get_or_make((self._kind, self._store.path, self._rel, version),
                                              lambda: _with_cost(self._render()))
 
     def mtime(self) -> float:
         st = self._stat()
-        return st.st_mtime if st is not None else 0.0
+        return st.mtime if st is not None else 0.0
 
 
 def _with_cost(data: bytes):

@@ -134,13 +134,82 @@ class BytesFile(FileNode):
         return self._mtime
 
 
-def resolve(root: DirNode, path: str) -> Node:
-    """The node at `path` ('/'-separated, relative to root); KeyError if absent."""
+class PathError(KeyError):
+    """A path that names no node of the tree; `path` is the part walked when it went wrong."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.path = path
+
+
+class NoSuchPath(PathError):
+    pass
+
+
+class NotAFolder(PathError):
+    pass
+
+
+class LinkLoop(PathError):
+    pass
+
+
+class FolderUnreadable(ViewError):
+    """A folder on the way that cannot be listed (EIO); `path` is that folder."""
+
+    def __init__(self, path: str, reason: ViewError):
+        super().__init__(str(reason))
+        self.path = path
+
+
+#: symlinks followed in one lookup before giving up, as Linux's MAXSYMLINKS
+MAX_LINKS = 40
+
+
+def walk(root: DirNode, path: str, *, follow_links: bool = False, follow_last: bool = True,
+         child: Callable[[DirNode, str, str], "Node | None"] | None = None) -> tuple[Node, str]:
+    """(node, canonical path) of the '/'-separated `path` below `root`: the one path resolver of the
+    front ends. With `follow_links`, symlinks (the last one only when `follow_last`) and `..` are
+    resolved as a shell does; FUSE leaves both to the kernel. `child(folder, name, folder_path)`
+    finds one entry (default: `folder.child(name)`); a folder that cannot be listed raises
+    FolderUnreadable."""
+    find = child or (lambda folder, name, _where: folder.child(name))
+    todo = [p for p in path.split("/") if p not in ("", ".")]
+    trail: list[tuple[str, Node]] = []   # (name, node) of each folder entered below root
     node: Node = root
-    for part in path.strip("/").split("/"):
-        if not part:
+    links = 0
+    while todo:
+        part = todo.pop(0)
+        if part == ".." and follow_links:
+            if trail:
+                trail.pop()
+            node = trail[-1][1] if trail else root
             continue
+        where = "/".join(name for name, _ in trail)
         if not isinstance(node, DirNode):
-            raise KeyError(path)
-        node = node.children()[part]
-    return node
+            raise NotAFolder(where)
+        try:
+            found = find(node, part, where)
+        except FolderUnreadable:
+            raise
+        except ViewError as exc:
+            raise FolderUnreadable(where, exc) from None
+        if found is None:
+            raise NoSuchPath(path.strip("/"))
+        if follow_links and isinstance(found, SymlinkNode) and (todo or follow_last):
+            links += 1
+            if links > MAX_LINKS:
+                raise LinkLoop(path)
+            if found.target.startswith("/"):
+                trail, node = [], root
+            todo = [p for p in found.target.split("/") if p not in ("", ".")] + todo
+            continue
+        trail.append((part, found))
+        node = found
+    return node, "/".join(name for name, _ in trail)
+
+
+def resolve(root: DirNode, path: str) -> Node:
+    """The node at `path` ('/'-separated, relative to root), symlinks not followed; PathError (a
+    KeyError) if absent."""
+    return walk(root, path)[0]

@@ -19,10 +19,10 @@ FRAGMENT_NODES_KEPT = 64
 
 
 def build_root(store: ArrayStore) -> DirNode:
-    if getattr(store, "legacy0x_layout", None):  # a TileDB 0.x array or workspace (GenomicsDB)
+    if store.legacy0x_layout:  # a TileDB 0.x array or workspace (GenomicsDB)
         from .legacy0x_views import build_legacy0x_root
         return build_legacy0x_root(store)
-    mtime = lambda: _mtime(store, "")
+    mtime = lambda: store.mtime("")
     problems = store.problems
 
     def children():
@@ -35,25 +35,25 @@ def build_root(store: ArrayStore) -> DirNode:
             "fragment_meta": fragment_meta_dir,
             "fragments": fragments_dir,
         }
-        if store.isdir("__labels"):
+        if store.has_labels():
             out["labels"] = labels_dir
         return out
 
-    readme = BytesFile(lambda: README_TEXT.encode(), immutable=True, mtime=_mtime(store, ""))
+    readme = BytesFile(lambda: README_TEXT.encode(), immutable=True, mtime=store.mtime(""))
     array_yaml = LiveFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"),
-                          mtime=_mtime(store, ""))
+                          mtime=store.mtime(""))
     schema_dir = _schema_dir(store)
     metadata_dir = KeyedDir(*_with_byte_maps(
         store, lambda: ["merged.yaml"] + [os.path.basename(f) + ".yaml" for f in store.metadata_files()],
-        lambda name: _metadata_file(store, name), store.metadata_files), mtime=lambda: _mtime(store, "__meta"))
+        lambda name: _metadata_file(store, name), store.metadata_files), mtime=lambda: store.mtime("__meta"))
     commits_dir = KeyedDir(*_with_byte_maps(
         store, lambda: [os.path.basename(f) + ".yaml" for f in store.commit_files()],
-        lambda name: _commit_file(store, name), store.commit_files), mtime=lambda: _mtime(store, "__commits"),
+        lambda name: _commit_file(store, name), store.commit_files), mtime=lambda: store.mtime("__commits"),
         mode=lambda name: DirNode.mode if name in _MAP_DIRS else FileNode.mode)
     fragment_meta_dir = KeyedDir(*_with_byte_maps(
         store, lambda: [os.path.basename(f) + ".yaml" for f in store.fragment_meta_files()],
         lambda name: _fragment_meta_file(store, name), store.fragment_meta_files),
-        mtime=lambda: _mtime(store, "__fragment_meta"))
+        mtime=lambda: store.mtime("__fragment_meta"))
     listed: dict = {}  # name -> relative path, from the last listing (no isdir per fragment to find it again)
 
     def fragment_names():
@@ -64,12 +64,12 @@ def build_root(store: ArrayStore) -> DirNode:
 
     fragments_dir = KeyedDir(
         fragment_names,
-        lambda name: fragment_dir(store, listed.get(name) or _fragment_path(store, name)),
-        mtime=lambda: _mtime(store, "__fragments"),
+        lambda name: fragment_dir(store, listed.get(name) or store.fragment_path_of(name) or name),
+        mtime=lambda: store.mtime("__fragments"),
         exists=lambda name: store.fragment_path_of(name) is not None, mode=DirNode.mode,
         keep=FRAGMENT_NODES_KEPT)
-    labels_dir = KeyedDir(lambda: [n for n in store.listdir("__labels") if store.isdir(f"__labels/{n}")],
-                          lambda name: _label_array(store, name), mtime=lambda: _mtime(store, "__labels"))
+    labels_dir = KeyedDir(store.label_names, lambda name: _label_array(store, name),
+                          mtime=lambda: store.mtime("__labels"))
     return DynamicDir(children, mtime)
 
 
@@ -100,27 +100,13 @@ def _label_array(store: ArrayStore, name: str) -> DirNode:
     def children():
         if "root" not in holder:
             try:
-                holder["root"] = build_root(ArrayStore(store.abspath(f"__labels/{name}"), store.cache.capacity,
-                                                               key=store.key))
+                holder["root"] = build_root(store.label_store(name))
             except Exception as exc:
                 problem = store.problems.add_error(exc, f"__labels/{name}", "dimension label array")
-                raise ViewError(problem["message"]) from None
+                raise ViewError(problem.message) from None
         return holder["root"].children()
 
-    return DynamicDir(children, lambda: _mtime(store, f"__labels/{name}"))
-
-
-def _mtime(store: ArrayStore, rel: str) -> float:
-    try:
-        return store.stat(rel).st_mtime
-    except OSError:
-        return 0.0
-
-
-def _fragment_path(store: ArrayStore, name: str) -> str:
-    """`__fragments/<name>`, or `<name>` for fragments at the root (format < 12)."""
-    rel = f"__fragments/{name}"
-    return rel if store.isdir(rel) else name
+    return DynamicDir(children, lambda: store.mtime(f"__labels/{name}"))
 
 
 def _schema_dir(store: ArrayStore) -> DirNode:
@@ -129,7 +115,7 @@ def _schema_dir(store: ArrayStore) -> DirNode:
         latest = store.latest_schema_file()
         if latest:
             out.append("current.yaml")
-        if store.isdir("__schema/__enumerations"):
+        if store.has_enumerations():
             out.append("enumerations")
         return out
 
@@ -140,12 +126,12 @@ def _schema_dir(store: ArrayStore) -> DirNode:
             return KeyedDir(*_with_byte_maps(
                 store, lambda: [os.path.basename(f) + ".yaml" for f in store.enumeration_files()],
                 lambda n: _enumeration_file(store, n), store.enumeration_files))
-        rel = _schema_rel(store, name[:-5])
+        rel = store.schema_path(name[:-5])
         return yaml_file(lambda: array_views.schema_view(store, rel), store.problems, rel, "array schema",
-                         mtime=_mtime(store, rel))
+                         mtime=store.mtime(rel))
 
     return KeyedDir(*_with_byte_maps(store, schema_names, make, store.schema_files),
-                    mtime=lambda: _mtime(store, "__schema"))
+                    mtime=lambda: store.mtime("__schema"))
 
 
 class _CurrentSchemaLink(SymlinkNode):
@@ -158,34 +144,28 @@ class _CurrentSchemaLink(SymlinkNode):
         return os.path.basename(latest) + ".yaml" if latest else ""
 
 
-def _schema_rel(store: ArrayStore, base: str) -> str:
-    return base if base == "__array_schema.tdb" else f"__schema/{base}"
-
-
 def _enumeration_file(store, name):
-    rel = f"__schema/__enumerations/{name[:-5]}"
+    rel = store.enumeration_path(name[:-5])
     return yaml_file(lambda: array_views.enumeration_view(store, rel), store.problems, rel, "enumeration",
-                     mtime=_mtime(store, rel))
+                     mtime=store.mtime(rel))
 
 
 def _metadata_file(store, name):
     if name == "merged.yaml":
         return LiveFile(guarded(lambda: to_yaml(array_views.merged_metadata(store)), store.problems,
                                 "__meta", "array metadata"))
-    rel = f"__meta/{name[:-5]}"
+    rel = store.metadata_path(name[:-5])
     return yaml_file(lambda: array_views.metadata_file_view(store, rel), store.problems, rel, "array metadata",
-                     mtime=_mtime(store, rel))
+                     mtime=store.mtime(rel))
 
 
 def _commit_file(store, name):
-    base = name[:-5]
-    rel = f"__commits/{base}" if store.isfile(f"__commits/{base}") else base
+    rel = store.commit_path(name[:-5])
     return yaml_file(lambda: array_views.commit_view(store, rel), store.problems, rel, "commit file",
-                     immutable=False, mtime=_mtime(store, rel))
+                     immutable=False, mtime=store.mtime(rel))
 
 
 def _fragment_meta_file(store, name):
-    base = name[:-5]
-    rel = f"__fragment_meta/{base}" if store.isfile(f"__fragment_meta/{base}") else base
+    rel = store.fragment_meta_path(name[:-5])
     return yaml_file(lambda: array_views.fragment_meta_view(store, rel), store.problems, rel,
-                     "consolidated fragment metadata", mtime=_mtime(store, rel))
+                     "consolidated fragment metadata", mtime=store.mtime(rel))

@@ -33,16 +33,25 @@ from tdbfs.format import commits as cm
 from tdbfs.format import consolidated_fragment_metadata as cfm
 from tdbfs.format import fragment_metadata as fm
 from tdbfs.format.array_metadata import parse_array_metadata
-from tdbfs.format.enumeration import enumeration_to_dict, parse_enumeration
+from tdbfs.format.enumeration import parse_enumeration
 from tdbfs.format.errors import FormatError
-from tdbfs.format.generic_tile import generic_tile_envelope, header_to_dict, read_generic_tile
-from tdbfs.format.names import fragment_name_to_dict, parse_fragment_name, parse_timestamped_name, try_parse_name
-from tdbfs.format.schema import parse_schema, schema_to_dict
+from tdbfs.format.generic_tile import read_generic_tile, read_generic_tile_envelope
+from tdbfs.format.names import parse_fragment_name, parse_timestamped_name, try_parse_name
+from tdbfs.format.schema import parse_schema
 from tdbfs.format.tile import unfilter_tile
 from tdbfs.format.legacy0x import book_keeping as zbk
 from tdbfs.format.legacy0x import names as znames
 from tdbfs.format.legacy0x import schema as zschema
 from tdbfs.format.legacy0x.codecs import TileLayout, decode_tile
+from tdbfs.views.describe import array_metadata as dam
+from tdbfs.views.describe import commits as dcm
+from tdbfs.views.describe import fragment_metadata as dfm
+from tdbfs.views.describe import legacy0x as dzero
+from tdbfs.views.describe.consolidated_fragment_metadata import describe_consolidated_fragment_metadata
+from tdbfs.views.describe.enumeration import describe_enumeration
+from tdbfs.views.describe.generic_tile import describe_generic_tile_envelope, describe_generic_tile_header
+from tdbfs.views.describe.names import describe_fragment_name
+from tdbfs.views.describe.schema import describe_schema
 
 MEMORY_BOUND = 64 << 20
 NET_PREFIX = "undecodable ("   # tdbfs.format.errors.safety_net
@@ -239,11 +248,12 @@ def _gtile_targets(tag: str, rel: str, data: bytes, offset: int, structure: str,
     if len(data) <= MAX_INPUT:
         if structure in ("schema", "legacy fragment metadata", "R-tree", "array metadata"):
             out.append(Target(f"{tag}:{rel}@{offset}:{structure} (envelope)", data,
-                              lambda d, rel=rel, offset=offset, s=structure: generic_tile_envelope(d, offset, rel, s)))
+                              lambda d, rel=rel, offset=offset, s=structure: describe_generic_tile_envelope(
+                                  read_generic_tile_envelope(d, offset, rel, s))))
 
         def whole(d, rel=rel, offset=offset, structure=structure, parse=parse):
             tile = read_generic_tile(d, offset, rel, structure)
-            header_to_dict(tile.header)
+            describe_generic_tile_header(tile.header)
             if parse is not None:
                 parse(tile.payload)
         out.append(Target(f"{tag}:{rel}@{offset}:{structure} (file)", data, whole))
@@ -311,12 +321,12 @@ def array_targets(path: str, tag: str | None = None) -> list[Target]:
     arr = _Array(path)
     out: list[Target] = []
     for rel in arr.schema_files():
-        out += _gtile_targets(tag, rel, arr.read(rel), 0, "schema", lambda p, rel=rel: schema_to_dict(parse_schema(p, rel)))
+        out += _gtile_targets(tag, rel, arr.read(rel), 0, "schema", lambda p, rel=rel: describe_schema(parse_schema(p, rel)))
     if not any(t.name.endswith("(payload)") for t in out):
         return out  # schemas TileDB refuses (pre-format, experimental): nothing else has context
     for rel in arr.files("__schema/__enumerations"):
         out += _gtile_targets(tag, rel, arr.read(rel), 0, "enumeration",
-                              lambda p, rel=rel: enumeration_to_dict(parse_enumeration(p, rel)))
+                              lambda p, rel=rel: describe_enumeration(parse_enumeration(p, rel)))
     for rel in arr.files("__meta"):
         if rel.endswith((".vac", ".ok")):
             continue
@@ -325,11 +335,11 @@ def array_targets(path: str, tag: str | None = None) -> list[Target]:
     for rel in arr.files("__commits") + arr.files("__meta"):
         data = arr.read(rel)
         if rel.endswith(".con"):
-            out.append(Target(f"{tag}:{rel}", data, lambda d, rel=rel: cm.consolidated_commits_to_dict(cm.parse_consolidated_commits(d, rel))))
+            out.append(Target(f"{tag}:{rel}", data, lambda d, rel=rel: dcm.describe_consolidated_commits(cm.parse_consolidated_commits(d, rel))))
         elif rel.endswith(".vac"):
-            out.append(Target(f"{tag}:{rel}", data, lambda d, rel=rel: cm.text_entries_to_dict(cm.parse_vacuum_entries(d, rel))))
+            out.append(Target(f"{tag}:{rel}", data, lambda d, rel=rel: cm.parse_vacuum_entries(d, rel)))
         elif rel.endswith(".ign"):
-            out.append(Target(f"{tag}:{rel}", data, lambda d, rel=rel: cm.text_entries_to_dict(cm.parse_ignore_entries(d, rel))))
+            out.append(Target(f"{tag}:{rel}", data, lambda d, rel=rel: cm.parse_ignore_entries(d, rel)))
         elif rel.endswith((".del", ".upd")):
             parse = cm.parse_delete_condition if rel.endswith(".del") else cm.parse_update_condition
             out += _gtile_targets(tag, rel, data, 0, "condition", lambda p, rel=rel, parse=parse: _condition(parse(p, rel)))
@@ -338,7 +348,8 @@ def array_targets(path: str, tag: str | None = None) -> list[Target]:
             continue
         data = arr.read(rel)
         out += _gtile_targets(tag, rel, data, 0, "consolidated fragment metadata",
-                              lambda p, rel=rel: cfm.consolidated_to_dict(p, rel, arr.schema_by_name))
+                              lambda p, rel=rel: describe_consolidated_fragment_metadata(
+                                  cfm.decode_consolidated_footers(p, rel, arr.schema_by_name)))
         payload = read_generic_tile(data, 0, rel, "consolidated fragment metadata").payload
         for e in cfm.parse_consolidated_fragment_metadata(payload, rel):
             schema = arr.schema_by_name(fm.peek_footer_schema_name(payload, rel, e.footer_offset)[1] or "")
@@ -346,7 +357,7 @@ def array_targets(path: str, tag: str | None = None) -> list[Target]:
 
             def footer(d, rel=rel, schema=schema, version=version):
                 fm.peek_footer_schema_name(d, rel, 0)
-                fm.footer_to_dict(fm.parse_footer(d, rel, schema, 0, len(d), version))
+                dfm.describe_footer(fm.parse_footer(d, rel, schema, 0, len(d), version))
             out.append(Target(f"{tag}:{rel}:footer of {e.fragment_name}", bytes(e.footer), footer))
     for frag in arr.fragments()[:3]:
         try:
@@ -393,7 +404,7 @@ def fragment_targets(arr: _Array, frag: str, tag: str) -> list[Target]:
             fm.peek_footer_schema_name(d, rel, at)
         else:
             at, n = fm.locate_footer(d, len(d), version, schema, rel)
-        fm.footer_to_dict(fm.parse_footer(d, rel, schema, at, n, version))
+        dfm.describe_footer(fm.parse_footer(d, rel, schema, at, n, version))
     if len(data) <= MAX_INPUT:
         out.append(Target(f"{tag}:{rel}:footer", data, parse))
     if 0 < footer.offset < len(data):
@@ -426,7 +437,7 @@ def fragment_targets(arr: _Array, frag: str, tag: str) -> list[Target]:
                                   lambda p, f=fields[idx]: fm.parse_tile_sums(p, rel, f))
     if go.fragment_min_max_sum_null_count is not None:
         out += _gtile_targets(tag, rel, data, go.fragment_min_max_sum_null_count, "fragment mmsn",
-                              lambda p: fm.fragment_summary_to_dict(fm.parse_fragment_min_max_sum_null_count(p, rel, fields), fields))
+                              lambda p: dfm.describe_fragment_summary(fm.parse_fragment_min_max_sum_null_count(p, rel, fields), fields))
     if go.processed_conditions is not None:
         out += _gtile_targets(tag, rel, data, go.processed_conditions, "processed conditions",
                               lambda p: fm.parse_processed_conditions(p, rel))
@@ -518,14 +529,14 @@ def fragment_targets(arr: _Array, frag: str, tag: str) -> list[Target]:
 def _condition(commit):
     """What the views show of a condition: text and plain data, with and without field types."""
     from tdbfs.format.datatypes import DATATYPES
-    cm.condition_commit_to_dict(commit)
+    dcm.describe_condition_commit(commit)
     types = {}
     if commit.condition is not None:
         # every field named in the condition typed as each datatype in turn (values decode by type)
         for dt in list(DATATYPES.values())[::7]:
             types = {n: dt for n in _fields(commit.condition)}
             cm.condition_to_text(commit.condition, types)
-            cm.condition_commit_to_dict(commit, types)
+            dcm.describe_condition_commit(commit, types)
 
 
 def _fields(node) -> set:
@@ -536,19 +547,19 @@ def _fields(node) -> set:
 
 def _metadata(payload, rel):
     records = parse_array_metadata(payload, rel)
-    am.metadata_to_dict(records)
-    am.merged_to_dict(am.merge_metadata([(rel, records)]))
+    for r in records:
+        dam.describe_metadata_record(r)
+    dam.describe_merged_metadata(am.merge_metadata([(rel, records)]))
 
 
 def _legacy(meta):
-    fm.legacy_to_dict(meta)
-    fm.legacy_footer_to_dict(meta, True)
-    fm.legacy_footer_to_dict(meta, False)
+    dfm.describe_legacy_footer(meta, True)
+    dfm.describe_legacy_footer(meta, False)
 
 
 def _rtree(tree):
     for level in range(len(tree.levels)):
-        fm.rtree_level_rows(tree, level)
+        dfm.describe_rtree_level(tree, level)
 
 
 def _name_call(d: bytes):
@@ -556,7 +567,7 @@ def _name_call(d: bytes):
     try_parse_name(name)
     for fn in (parse_fragment_name, parse_timestamped_name):
         try:
-            fragment_name_to_dict(fn(name))
+            describe_fragment_name(fn(name))
         except FormatError as exc:
             if type(exc.offset) is not int:
                 raise
@@ -606,14 +617,14 @@ def legacy0x_targets() -> list[Target]:
         for versioned in (False, True):
             raw = legacy0x_schema_bytes(dense, versioned)
             out.append(Target(f"zero:schema dense={dense} versioned={versioned}", raw,
-                              lambda d: zschema.schema_to_dict(zschema.parse_schema(d, "__array_schema.tdb"))))
+                              lambda d: dzero.describe_legacy0x_schema(zschema.parse_schema(d, "__array_schema.tdb"))))
     schema = zschema.parse_schema(legacy0x_schema_bytes())
     bk = legacy0x_book_keeping_bytes()
     # damage both the gzip stream and what it holds
     out.append(Target("zero:book-keeping (gzip)", gzip.compress(bk),
-                      lambda d: zbk.book_keeping_to_dict(zbk.parse_book_keeping(d, "f/__book_keeping.tdb.gz", schema), schema)))
+                      lambda d: dzero.describe_book_keeping(zbk.parse_book_keeping(d, "f/__book_keeping.tdb.gz", schema), schema)))
     out.append(Target("zero:book-keeping (stream)", bk,
-                      lambda d: zbk.book_keeping_to_dict(zbk.parse_book_keeping(gzip.compress(d, 1), "f/__book_keeping.tdb.gz", schema), schema)))
+                      lambda d: dzero.describe_book_keeping(zbk.parse_book_keeping(gzip.compress(d, 1), "f/__book_keeping.tdb.gz", schema), schema)))
     out.append(Target("zero:name", b"__0123456789abcdef_1492000000000",
                       lambda d: _legacy0x_name(d)))
     values = (np.arange(64, dtype="<i4") // 3).tobytes()
@@ -650,7 +661,7 @@ def legacy0x_targets() -> list[Target]:
 
 def _legacy0x_name(d: bytes):
     try:
-        znames.name_to_dict(znames.parse_fragment_name(d.decode("utf-8", "surrogateescape")))
+        dzero.describe_legacy0x_name(znames.parse_fragment_name(d.decode("utf-8", "surrogateescape")))
     except FormatError as exc:
         if type(exc.offset) is not int:
             raise

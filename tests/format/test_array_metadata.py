@@ -14,14 +14,13 @@ import tiledb
 
 from tdbfs.format.array_metadata import (
     merge_metadata,
-    merged_to_dict,
-    metadata_to_dict,
     parse_array_metadata,
 )
 from tdbfs.format.commits import parse_vacuum_file
 from tdbfs.format.errors import FormatError
 from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.names import parse_timestamped_name
+from tdbfs.views.describe.array_metadata import describe_merged_metadata, describe_metadata_record
 
 from corpus import BACKCOMPAT
 
@@ -108,7 +107,7 @@ def test_every_value_type(tmp_path):
     assert merged["__np_flat_np_empty"].value == [] and merged["__np_flat_np_empty"].value_count == 0
     assert merged["__np_flat_np_2d"].value == [0, 1, 2, 3, 4, 5]
     assert merged["__np_shape_np_2d"].value == [2, 3]
-    d = merged_to_dict(merged)
+    d = describe_merged_metadata(merged)
     assert d["bytes"] == {"type": "BLOB", "count": 7, "value": "000162797465 73".replace(" ", "")}
     assert d["tuple_f"] == {"type": "FLOAT64", "count": 2, "value": [1.5, -2.5]}
     # tiledb-py writes a deletion record for the keys a value was *not* stored under
@@ -116,7 +115,7 @@ def test_every_value_type(tmp_path):
     deleted = {r.key for r in records if r.deleted}
     assert "__np_flat_int" in deleted and "np_i8" in deleted
     assert [r.key for r in records] == sorted(r.key for r in records)   # the writer stores keys sorted
-    as_dicts = metadata_to_dict(records)
+    as_dicts = [describe_metadata_record(r) for r in records]
     assert {"key": "np_i8", "deleted": True} in as_dicts
     assert next(x for x in as_dicts if x["key"] == "int") == {
         "key": "int", "deleted": False, "type": "INT64", "count": 1, "value": 5,

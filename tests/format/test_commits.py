@@ -14,10 +14,7 @@ import tiledb
 from tdbfs.format.commits import (
     ConditionExpression,
     ConditionValue,
-    condition_commit_to_dict,
-    condition_to_dict,
     condition_to_text,
-    consolidated_commits_to_dict,
     normalize_vacuum_path,
     parse_condition_commit,
     parse_consolidated_commits,
@@ -27,13 +24,14 @@ from tdbfs.format.commits import (
     parse_update_condition,
     parse_vacuum_entries,
     parse_vacuum_file,
-    text_entries_to_dict,
 )
 from tdbfs.format.datatypes import BY_NAME
 from tdbfs.format.errors import FormatError
 from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.names import parse_fragment_name, parse_timestamped_name
 from tdbfs.format.schema import parse_schema
+from tdbfs.views.describe.commits import (describe_condition, describe_condition_commit,
+                                          describe_consolidated_commits)
 
 from corpus import BACKCOMPAT
 N = 40
@@ -135,19 +133,17 @@ def test_condition_dict_and_text(deleted):
     uri, _ = deleted
     types = field_types(uri)
     third = decode_del(commits(uri, ".del")[2])
-    d = condition_to_dict(third.condition, types)
+    d = describe_condition(third.condition, types)
     assert d["node"] == "expression" and d["combination_op"] == "AND" and d["offset"] == 0
     s_node, in_node = d["children"]
     assert s_node == {"node": "value", "op": "NE", "field": "s", "offset": 10, "value_hex": b"x3".hex(),
                       "datatype": "STRING_UTF8", "value": "x3"}
     assert in_node["op"] == "NOT_IN" and in_node["offsets"] == [0, 8, 16] and in_node["values"] == [9, 12, 15]
-    assert "values" not in condition_to_dict(third.condition)["children"][1]
-    view = condition_commit_to_dict(decode_del(commits(uri, ".del")[0]), types)
+    assert "values" not in describe_condition(third.condition)["children"][1]
+    view = describe_condition_commit(decode_del(commits(uri, ".del")[0]), types)
     assert view["stored_condition"] == "a0 >= 5" and "update_values" not in view
     assert view["deletes_cells_where"] == "NOT(a0 >= 5)"
     assert view["condition"]["value"] == 5 and view["condition"]["datatype"] == "INT64"
-    # given the whole decoded commit, condition_to_dict gives the same view
-    assert condition_to_dict(decode_del(commits(uri, ".del")[0]), types) == view
 
 
 def test_consolidated_commits_and_ignore(deleted, tmp_path):
@@ -178,7 +174,7 @@ def test_consolidated_commits_and_ignore(deleted, tmp_path):
         else:
             assert e.embedded is None
     assert entries[0] is entries.entries[0] and len(entries) == 6
-    d = consolidated_commits_to_dict(entries)["entries"]
+    d = describe_consolidated_commits(entries)["entries"]
     assert d[0] == {"path": entries[0].path, "kind": "wrt", "offset": 0}
     assert d[3]["embedded_size"] == len(originals[os.path.basename(entries[3].path)])
 
@@ -195,7 +191,7 @@ def test_consolidated_commits_and_ignore(deleted, tmp_path):
     assert parse_ignore_file(read(igns[0]), igns[0]) == [e.path for e in ign] == [f"__commits/{name}.wrt"]
     assert ign[0].line == ign[0].path         # written relative, without a leading '/'
     assert any(e.path == ign[0].path for e in entries)
-    assert text_entries_to_dict(ign) == [{"line": ign[0].line, "path": ign[0].path, "offset": 0}]
+    assert ign[0].offset == 0 and len(ign) == 1
     with tiledb.open(uri) as A:
         assert len(tiledb.array_fragments(uri)) == 2
 
@@ -267,7 +263,7 @@ def test_update_payload():
     assert condition_to_text(c.condition, TYPES) == "NOT((a >= 5) AND (s IN ('a', 'bc', 'd')))"
     assert [(u.field, u.value) for u in c.update_values] == [("x", struct.pack("<d", 1.5)), ("s", b"new")]
     assert c.update_values[0].offset == len(cond) + 8
-    view = condition_commit_to_dict(c, TYPES)
+    view = describe_condition_commit(c, TYPES)
     assert view["updates_cells_where"] == "(a >= 5) AND (s IN ('a', 'bc', 'd'))"
     assert view["update_values"] == [
         {"field": "x", "value_hex": struct.pack("<d", 1.5).hex(), "datatype": "FLOAT64", "value": 1.5},

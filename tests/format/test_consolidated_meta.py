@@ -11,11 +11,13 @@ import pytest
 import tiledb
 
 from tdbfs.format import fragment_metadata as fm
-from tdbfs.format.consolidated_fragment_metadata import (ConsolidatedFooter, consolidated_to_dict,
+from tdbfs.format.consolidated_fragment_metadata import (ConsolidatedFooter, decode_consolidated_footers,
                                                           parse_consolidated_fragment_metadata)
 from tdbfs.format.errors import FormatError
 from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.schema import parse_schema
+from tdbfs.views.describe.consolidated_fragment_metadata import describe_consolidated_fragment_metadata
+from tdbfs.views.describe.fragment_metadata import describe_footer
 
 FMD = "__fragment_metadata.tdb"
 
@@ -73,7 +75,7 @@ def check_meta(uri: str) -> list[ConsolidatedFooter]:
                              int(e.fragment_name.rsplit("_", 1)[1]), within="payload")
         own = own_footer(uri, e.fragment_name, schemas)
         # the consolidated copy is the fragment's own footer without footer_len
-        assert fm.footer_to_dict(ft) == fm.footer_to_dict(own)
+        assert describe_footer(ft) == describe_footer(own)
         assert ft.footer_length == own.footer_length
         assert ft.offset == e.footer_offset
         assert ft.version == fi.version == version
@@ -173,31 +175,28 @@ def test_empty_and_uri_names():
     assert entry.footer == footer and entry.footer_length == 10
 
 
-def test_consolidated_to_dict(tmp_path):
+def test_decode_and_describe_consolidated(tmp_path):
     uri = str(tmp_path / "view")
     _sparse_var_dim(uri, writes=2)
     tiledb.consolidate(uri, config=tiledb.Config({"sm.consolidation.mode": "fragment_meta"}))
     (path,) = meta_files(uri)
     rel, payload, entries = decode_meta(uri, path)
     schemas = load_schemas(uri)
-    view = consolidated_to_dict(payload, rel, schemas)
+    decoded = decode_consolidated_footers(payload, rel, lambda name: schemas[name])
+    assert [d.entry for d in decoded] == entries and all(d.problem is None for d in decoded)
+    view = describe_consolidated_fragment_metadata(decoded)
     assert view["fragment_count"] == 2
     for item, e in zip(view["fragments"], entries):
         assert item["name"] == e.name and item["footer_offset"] == e.footer_offset
         assert item["footer_length"] == e.footer_length
-        assert item["footer"] == fm.footer_to_dict(own_footer(uri, e.name, schemas))
-    # the same through a callable and through an object with schema_by_name
-    assert consolidated_to_dict(payload, rel, lambda name: schemas[name]) == view
-
-    class Store:
-        def schema_by_name(self, name):
-            return schemas[name]
-    assert consolidated_to_dict(payload, rel, Store()) == view
+        assert item["footer"] == describe_footer(own_footer(uri, e.name, schemas))
+        assert "fragment" not in item      # v>=9 stores the folder name itself
     # a missing schema, or a corrupt footer, become a problem of that entry only
-    broken = consolidated_to_dict(payload, rel, {})
+    broken = describe_consolidated_fragment_metadata(decode_consolidated_footers(payload, rel, {}.__getitem__))
     assert all("problem" in item and "footer" not in item for item in broken["fragments"])
     bad = bytearray(payload)
     bad[entries[1].footer_offset:entries[1].footer_offset + 4] = struct.pack("<I", 0xFFFFFFFF)
-    partial = consolidated_to_dict(bytes(bad), rel, schemas)
+    partial = describe_consolidated_fragment_metadata(
+        decode_consolidated_footers(bytes(bad), rel, lambda name: schemas[name]))
     assert "footer" in partial["fragments"][0]
     assert partial["fragments"][1]["problem"]["offset"] == entries[1].footer_offset

@@ -1,4 +1,4 @@
-"""parse_enumeration / enumeration_to_dict against enumerations written by TileDB."""
+"""parse_enumeration / describe_enumeration against enumerations written by TileDB."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 import tiledb
 
 from tdbfs.format.datatypes import VAR_NUM
-from tdbfs.format.enumeration import enumeration_to_dict, parse_enumeration
+from tdbfs.format.enumeration import parse_enumeration
+from tdbfs.views.describe.enumeration import describe_enumeration
 from tdbfs.format.errors import FormatError
 from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.names import parse_timestamped_name
@@ -90,19 +91,19 @@ def test_decoded_shapes_and_dict(enum_array):
     assert utf8.values == ("red", "green", "blue", "", "ünïcode")
     assert utf8.offsets == (0, 3, 8, 12, 12)
     assert utf8.data == "redgreenblueünïcode".encode()
-    d = enumeration_to_dict(utf8)
+    d = describe_enumeration(utf8)
     assert d["datatype"] == "STRING_UTF8" and d["cell_val_num"] == "var" and d["ordered"] is False
     assert d["values"] == ["red", "green", "blue", "", "ünïcode"] and d["value_count"] == 5
     assert d["offsets"] == [0, 3, 8, 12, 12] and d["data_size"] == len(utf8.data)
 
     ints = ours["ints"]
     assert ints.offsets is None and ints.values == (-5, 0, 7, 2 ** 40) and ints.ordered
-    assert enumeration_to_dict(ints)["values"] == [-5, 0, 7, 2 ** 40]
-    assert "offsets" not in enumeration_to_dict(ints)
+    assert describe_enumeration(ints)["values"] == [-5, 0, 7, 2 ** 40]
+    assert "offsets" not in describe_enumeration(ints)
     assert ours["floats"].values == (1.5, -2.25, 1e10) and ours["floats"].datatype.name == "FLOAT32"
     assert ours["bools"].values == (True, False) and ours["bools"].datatype.name == "BOOL"
     assert ours["bytes"].values == ("ab", "c", "")
-    assert list(enumeration_to_dict(ours["small"])) == [
+    assert list(describe_enumeration(ours["small"])) == [
         "version", "name", "path_name", "datatype", "cell_val_num", "ordered", "data_size", "value_count", "values"]
 
 
@@ -141,7 +142,7 @@ def test_backcompat_enumerations():
     # INT64 values of 2 bytes cannot be decoded: kept as bytes, shown in hex
     a2 = next(e for e in decoded.values() if e.name == "a2_enum")
     assert a2.values == (b"ii", b"jj", b"kk", b"ll")
-    assert enumeration_to_dict(a2)["values"] == ["6969", "6a6a", "6b6b", "6c6c"]
+    assert describe_enumeration(a2)["values"] == ["6969", "6a6a", "6b6b", "6c6c"]
     genes = [e for e in decoded.values() if e.name == "gene_symbol" and e.values]
     assert len(genes) == 1 and genes[0].values[:3] == ("A1BG", "A1BG-AS1", "A1CF")
     assert len(genes[0].values) == 57316

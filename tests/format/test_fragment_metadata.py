@@ -15,6 +15,7 @@ import yaml
 import tiledb
 
 from tdbfs.format import fragment_metadata as fm
+from tdbfs.views.describe.fragment_metadata import describe_footer, describe_legacy_footer, describe_rtree_level
 from tdbfs.format.datatypes import BY_NAME
 from tdbfs.format.errors import FormatError
 from tdbfs.format.generic_tile import read_generic_tile
@@ -341,7 +342,7 @@ def check_rtree(frag: Fragment, tile_coords: list[dict] | None):
         return rt
     assert rt.leaf_num == ft.sparse_tile_num
     assert rt.levels[0].mbr_num == 1
-    leaves = fm.rtree_level_rows(rt, len(rt.levels) - 1)
+    leaves = describe_rtree_level(rt, len(rt.levels) - 1)
     dims = frag.schema.dimensions
     if tile_coords is not None:
         for k, tile in enumerate(tile_coords):
@@ -357,8 +358,8 @@ def check_rtree(frag: Fragment, tile_coords: list[dict] | None):
                 row += [min(vals), max(vals)]
             assert leaves[k] == row, k
     for lv in range(len(rt.levels) - 1):
-        parents = fm.rtree_level_rows(rt, lv)
-        children = fm.rtree_level_rows(rt, lv + 1)
+        parents = describe_rtree_level(rt, lv)
+        children = describe_rtree_level(rt, lv + 1)
         assert len(parents) == -(-len(children) // rt.fanout)
         for p, parent in enumerate(parents):
             group = children[p * rt.fanout:(p + 1) * rt.fanout]
@@ -366,7 +367,7 @@ def check_rtree(frag: Fragment, tile_coords: list[dict] | None):
                 assert parent[2 * j] == min(c[2 * j] for c in group)
                 assert parent[2 * j + 1] == max(c[2 * j + 1] for c in group)
     # the fragment's non-empty domain is the root MBR
-    root = fm.rtree_level_rows(rt, 0)[0]
+    root = describe_rtree_level(rt, 0)[0]
     assert [x for lo_hi in ft.non_empty_domain for x in lo_hi] == root
     return rt
 
@@ -395,7 +396,7 @@ def expected_keys(version: int) -> tuple[set, set]:
 
 def check_footer_dict(frag: Fragment):
     ft = frag.footer
-    d = fm.footer_to_dict(ft)
+    d = describe_footer(ft)
     top, gto = expected_keys(ft.version)
     assert set(d) == top
     assert set(d["generic_tile_offsets"]) == gto
@@ -642,7 +643,7 @@ def test_sparse_string_dimension(tmp_path):
     rt = frag.rtree()
     leaf = rt.leaves.ranges[0]
     assert isinstance(leaf, list) and all(isinstance(lo, str) for lo, _ in leaf)
-    d = fm.footer_to_dict(frag.footer)
+    d = describe_footer(frag.footer)
     assert d["non_empty_domain"] == [["", "zz"], [0, 56]]
 
 
@@ -728,7 +729,7 @@ def test_consolidation_with_timestamps(tmp_path):
     check_cell_num(frag, fi)
     check_file_sizes(frag)
     check_tile_counts(frag)
-    assert fm.footer_to_dict(ft)["has_timestamps"] is True
+    assert describe_footer(ft)["has_timestamps"] is True
     # cells 0..11 in global order; cell x was written at 100 + x // 4; tiles of 3 cells
     stamps = [100 + x // 4 for x in range(12)]
     tiles = [stamps[k:k + 3] for k in range(0, 12, 3)]
@@ -777,7 +778,7 @@ def test_delete_then_consolidate(tmp_path):
     assert frag.mins(ft_.idx).tolist() == [min(c) for c in chunks(stamps)]
     assert frag.maxs(ft_.idx).tolist() == [max(c) for c in chunks(stamps)]
     check_rtree(frag, [{"x": (c, None)} for c in chunks(xs)])
-    d = fm.footer_to_dict(ft)
+    d = describe_footer(ft)
     assert d["has_delete_meta"] is True
     assert d["generic_tile_offsets"]["processed_conditions"] == ft.generic_tile_offsets.processed_conditions
     assert len(d["file_sizes"]) == 6
@@ -835,7 +836,7 @@ def test_read_footer_whole_file_and_tail(tmp_path):
     size = len(frag.data)
     whole = fm.read_footer(frag.data, size, 22, schemas)
     tail = fm.read_footer(frag.data[frag.footer_offset - 3:], size, 22, schemas)
-    assert fm.footer_to_dict(whole) == fm.footer_to_dict(tail) == fm.footer_to_dict(frag.footer)
+    assert describe_footer(whole) == describe_footer(tail) == describe_footer(frag.footer)
     assert whole.offset == tail.offset == frag.footer_offset
     with pytest.raises(FormatError) as e:
         fm.read_footer(frag.data[-20:], size, 22, schemas)
@@ -912,12 +913,12 @@ def test_null_non_empty_domain_padding(tmp_path):
     footer[flag_at] = 1
     padded = bytes(footer[:flag_at + 1]) + b"\0" * ned_size + bytes(footer[flag_at + 1 + ned_size:])
     unpadded = bytes(footer[:flag_at + 1]) + bytes(footer[flag_at + 1 + ned_size:])
-    base = fm.footer_to_dict(frag.footer)
+    base = describe_footer(frag.footer)
     for raw, pad in ((padded, ned_size), (unpadded, 0)):
         ft = fm.parse_footer(raw, FMD, frag.schema, 0, len(raw), 22)
         assert ft.null_non_empty_domain and ft.non_empty_domain is None
         assert ft.null_domain_padding == pad
-        d = fm.footer_to_dict(ft)
+        d = describe_footer(ft)
         assert d["null_non_empty_domain"] is True and d["non_empty_domain"] is None
         for key in base:
             if key not in ("null_non_empty_domain", "non_empty_domain", "footer_length"):
@@ -944,13 +945,13 @@ def test_v11_footer_with_and_without_fragment_offset():
     assert ft.generic_tile_offsets.fragment_min_max_sum_null_count == \
         frag.footer.generic_tile_offsets.fragment_min_max_sum_null_count
     assert any("format 11" in n for n in ft.notes)
-    assert "fragment_min_max_sum_null_count" in fm.footer_to_dict(ft)["generic_tile_offsets"]
+    assert "fragment_min_max_sum_null_count" in describe_footer(ft)["generic_tile_offsets"]
     plain = with_extra[:-8]
     ft = fm.parse_footer(plain, FMD, frag.schema, 0, len(plain), 11)
     assert ft.generic_tile_offsets.fragment_min_max_sum_null_count is None
     assert ft.generic_tile_offsets.tile_null_count_offsets == frag.footer.generic_tile_offsets.tile_null_count_offsets
     top, gto = expected_keys(11)
-    d = fm.footer_to_dict(ft)
+    d = describe_footer(ft)
     assert set(d) == top and set(d["generic_tile_offsets"]) == gto
 
 
@@ -1048,7 +1049,9 @@ def test_backcompat(version, uri):
                 assert len(meta.tile_offsets[f.idx]) == meta.mbrs.mbr_num
             expected = {1: ((1, 4), (10, 10)), 2: ((1, 2), (1, 4))}[version]
             assert meta.non_empty_domain == expected
-            yaml.safe_dump(fm.legacy_to_dict(meta))
+            shown = yaml.safe_load(yaml.safe_dump(describe_legacy_footer(meta, dense=False)))
+            assert shown["legacy_fragment_metadata"]["mbr_num"] == meta.mbrs.mbr_num
+            assert shown["non_empty_domain"] == [list(r) for r in expected]
             continue
         frag = Fragment(path, schemas)
         ft = frag.footer
@@ -1096,14 +1099,14 @@ def test_legacy_footer_has_the_footer_keys_of_its_version():
     ft = fm.legacy_footer(meta, dense=False)
     assert ft.version == 2 and ft.sparse_tile_num == 1 and ft.last_tile_cell_num == 3
     assert ft.non_empty_domain == ((1, 2), (1, 4)) and ft.generic_tile_offsets is None
-    d = fm.legacy_footer_to_dict(meta, dense=False)
+    d = describe_legacy_footer(meta, dense=False)
     assert list(d)[:8] == ["version", "dense", "null_non_empty_domain", "non_empty_domain", "sparse_tile_num",
                            "last_tile_cell_num", "file_sizes", "file_var_sizes"]
     assert "footer_length" not in d and "generic_tile_offsets" not in d
     assert d["file_sizes"] == [os.path.getsize(os.path.join(path, f)) for f in ("a.tdb", "__coords.tdb")]
     assert d["legacy_fragment_metadata"]["tile_offsets"] == [[0], [0]]
     rt = fm.legacy_rtree(meta)
-    assert rt.leaf_num == 1 and fm.rtree_level_rows(rt, 0) == [[1, 2, 1, 4]]
+    assert rt.leaf_num == 1 and describe_rtree_level(rt, 0) == [[1, 2, 1, 4]]
     assert fm.legacy_footer(meta, dense=True).sparse_tile_num == 0
 
 

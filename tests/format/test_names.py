@@ -11,8 +11,8 @@ import pytest
 import tiledb
 
 from tdbfs.format.errors import FormatError
+from tdbfs.views.describe.names import describe_fragment_name
 from tdbfs.format.names import (
-    fragment_name_to_dict,
     iso8601_ms,
     parse_fragment_name,
     parse_timestamped_name,
@@ -142,7 +142,7 @@ def test_iso_and_dict():
     assert iso8601_ms(2 ** 64 - 1) is None
     n = parse_timestamped_name(f"__{2 ** 64 - 1}_{2 ** 64 - 1}_{'b' * 32}.vac")
     assert n.t1_iso is None
-    d = fragment_name_to_dict(parse_fragment_name(f"__1000_2001_{'c' * 32}_21"))
+    d = describe_fragment_name(parse_fragment_name(f"__1000_2001_{'c' * 32}_21"))
     assert d == {"name": f"__1000_2001_{'c' * 32}_21", "t1": 1000, "t2": 2001,
                  "t1_iso": "1970-01-01T00:00:01.000Z", "t2_iso": "1970-01-01T00:00:02.001Z",
                  "uuid": "c" * 32, "format_version": 21, "name_version": 3}

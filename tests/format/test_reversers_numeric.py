@@ -20,7 +20,8 @@ import pytest
 from tdbfs.format.datatypes import BY_NAME
 from tdbfs.format.errors import FormatError
 from tdbfs.format.filter_reversal import output_type
-from tdbfs.format.filters import FilterPipeline, FilterSpec, _decode_options
+from tdbfs.format.filter_registry import decode_options
+from tdbfs.format.filters import FilterPipeline, FilterSpec
 from tdbfs.format.reversers.bit_width import reverse_bit_width
 from tdbfs.format.reversers.common import Stage, StageError
 from tdbfs.format.reversers.deltas import (delta_decode, double_delta_decode, reverse_delta,
@@ -334,13 +335,13 @@ def test_output_types():
 
 
 def test_options_by_name():
-    assert _decode_options(6, bytes([6]) + struct.pack("<i", -1) + bytes([1]), 22) == {
+    assert decode_options(6, bytes([6]) + struct.pack("<i", -1) + bytes([1])) == {
         "compressor": "DOUBLE_DELTA", "level": -1, "reinterpret_type": "INT64"}
-    assert _decode_options(19, bytes([8]) + struct.pack("<i", 3), 18) == {"compressor": "DELTA", "level": 3}
-    assert _decode_options(7, struct.pack("<I", 64), 22) == {"max_window_size": 64}
-    assert _decode_options(15, struct.pack("<ddQ", 0.5, -1.0, 2), 22) == {
+    assert decode_options(19, bytes([8]) + struct.pack("<i", 3)) == {"compressor": "DELTA", "level": 3}
+    assert decode_options(7, struct.pack("<I", 64)) == {"max_window_size": 64}
+    assert decode_options(15, struct.pack("<ddQ", 0.5, -1.0, 2)) == {
         "scale": 0.5, "offset": -1.0, "byte_width": 2}
-    assert _decode_options(18, struct.pack("<fBBHHxx", 50.0, 3, 0, 16, 64), 22) == {
+    assert decode_options(18, struct.pack("<fBBHHxx", 50.0, 3, 0, 16, 64)) == {
         "quality": 50.0, "format": "RGBA", "lossless": False, "y_extent": 16, "x_extent": 64}
 
 

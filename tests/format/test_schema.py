@@ -1,4 +1,4 @@
-"""parse_schema / schema_to_dict against schemas written by TileDB (tiledb-py) and the back-compat corpus."""
+"""parse_schema / describe_schema against schemas written by TileDB (tiledb-py) and the back-compat corpus."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from tdbfs.format.datatypes import VAR_NUM
 from tdbfs.format.errors import FormatError
 from tdbfs.format.generic_tile import read_generic_tile
 from tdbfs.format.names import parse_timestamped_name
-from tdbfs.format.schema import ArraySchema, parse_schema, schema_to_dict
+from tdbfs.format.schema import ArraySchema, parse_schema
+from tdbfs.views.describe.schema import describe_schema
 
 from corpus import BACKCOMPAT
 
@@ -96,7 +97,7 @@ def assert_schema_matches(ours: ArraySchema, theirs) -> None:
     """Every field we decode equals what libtiledb reports for the same schema."""
     assert ours.version == theirs._version
     assert ours.array_type == (1 if theirs.sparse else 0)
-    d = schema_to_dict(ours)
+    d = describe_schema(ours)
     assert d["array_type"] == ("sparse" if theirs.sparse else "dense")
     assert d["tile_order"] == theirs._tile_order.name.lower().replace("_", "-")
     assert d["cell_order"] == theirs._cell_order.name.lower().replace("_", "-")
@@ -175,7 +176,7 @@ def test_every_attribute_dtype(tmp_path):
     assert_schema_matches(ours, tiledb.ArraySchema.load(uri))
     assert ours.version == 22 and ours.capacity == 123
     by_name = {a.name: a for a in ours.attributes}
-    d = {a["name"]: a for a in schema_to_dict(ours)["attributes"]}
+    d = {a["name"]: a for a in describe_schema(ours)["attributes"]}
     # datatypes as TileDB names them
     assert [by_name[f"a{i}"].datatype.name for i in range(14)] == [
         "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "FLOAT32", "FLOAT64",
@@ -214,7 +215,7 @@ def test_dimension_types(tmp_path, dtype, domain, tile):
     ours = latest_schema(uri)
     assert_schema_matches(ours, tiledb.ArraySchema.load(uri))
     assert ours.allows_dups is True
-    dd = schema_to_dict(ours)["domain"]["dimensions"][0]
+    dd = describe_schema(ours)["domain"]["dimensions"][0]
     if dtype == "ascii":
         assert dd["datatype"] == "STRING_ASCII" and dd["domain"] is None and dd["cell_val_num"] == "var"
         assert dd["null_tile_extent"] is True and dd["tile_extent"] is None
@@ -250,7 +251,7 @@ def test_dense_layouts_and_filters(tmp_path):
     tiledb.Array.create(uri, schema)
     ours = latest_schema(uri)
     assert_schema_matches(ours, tiledb.ArraySchema.load(uri))
-    d = schema_to_dict(ours)
+    d = describe_schema(ours)
     assert d["array_type"] == "dense" and d["cell_order"] == "col-major" and d["tile_order"] == "row-major"
     ints = d["attributes"][0]["filters"]
     assert ints["max_chunk_size"] == 1000
@@ -282,7 +283,7 @@ def test_hilbert_and_defaults(tmp_path):
                                                 attrs=[tiledb.Attr("v", dtype=np.float32)]))
     ours = latest_schema(uri)
     assert_schema_matches(ours, tiledb.ArraySchema.load(uri))
-    d = schema_to_dict(ours)
+    d = describe_schema(ours)
     assert d["cell_order"] == "hilbert" and d["capacity"] == 10000
     # the defaults of FORMAT.md §4.1
     assert d["coords_filters"] == {"max_chunk_size": 65536, "filters": [
@@ -336,7 +337,7 @@ def test_enumeration_refs(tmp_path):
     assert set(refs.values()) == on_disk
     for fname in refs.values():
         assert fname.startswith("__") and fname.endswith("_0")
-    d = schema_to_dict(ours)
+    d = describe_schema(ours)
     assert [a["enumeration"] for a in d["attributes"]] == ["colors", "sizes", None]
     assert {e["name"] for e in d["enumerations"]} == {"colors", "sizes"}
 
@@ -362,7 +363,7 @@ def test_dimension_labels(tmp_path):
         assert lb.label_datatype.name == t._tiledb_label_dtype.name
         assert lb.label_cell_val_num == t._label_ncell
         assert lb.is_external is False
-    d = schema_to_dict(ours)["dimension_labels"]
+    d = describe_schema(ours)["dimension_labels"]
     assert d[0] == {"dim_index": 0, "name": "l0", "uri_is_relative": True, "uri": "__labels/l0",
                     "label_attr_name": "label", "label_order": "increasing", "label_datatype": "FLOAT64",
                     "label_cell_val_num": 1, "is_external": False}
@@ -390,7 +391,7 @@ def test_current_domain(tmp_path):
     rect = theirs.current_domain.ndrectangle
     assert ours.current_domain.empty is False and ours.current_domain.type == 0
     assert ours.current_domain.ranges == (rect.range(0), rect.range(1)) == ((5, 50), ("aa", "zzz"))
-    assert schema_to_dict(ours)["current_domain"] == {
+    assert describe_schema(ours)["current_domain"] == {
         "version": 0, "empty": False, "type": "NDRECTANGLE",
         "ranges": [{"dimension": "d0", "min": 5, "max": 50}, {"dimension": "s", "min": "aa", "max": "zzz"}]}
 
@@ -420,7 +421,7 @@ def test_backcompat_schema_matches_tiledb(tmp_path, path):
         (copy / "__schema").mkdir(parents=True)
         shutil.copy(path, copy / "__schema" / os.path.basename(path))
     assert_schema_matches(ours, tiledb.ArraySchema.load(str(copy)))
-    d = schema_to_dict(ours)
+    d = describe_schema(ours)
     assert ("allows_dups" in d) == (ours.version >= 5)
     assert ("validity_filters" in d) == (ours.version >= 7)
     assert ("dimension_labels" in d) == (ours.version >= 18)
@@ -507,7 +508,7 @@ def test_every_truncation_raises_at_the_cut(rich_payload):
 def test_trailing_bytes_and_bad_datatype(rich_payload):
     s = parse_schema(rich_payload + b"\x00\x01", "s")
     assert s.trailing_bytes == 2 and s.problems[0].offset == len(rich_payload)
-    assert schema_to_dict(s)["trailing_bytes"] == 2
+    assert describe_schema(s)["trailing_bytes"] == 2
     # corrupt the first dimension's datatype byte (follows its name)
     at = rich_payload.index(b"d0") + 2
     bad = rich_payload[:at] + bytes([200]) + rich_payload[at + 1:]

@@ -80,25 +80,6 @@ def parse_book_keeping(gz: bytes, file: str, schema: Legacy0xSchema) -> BookKeep
                        tile_offsets, var_offsets, var_sizes, last)
 
 
-def book_keeping_to_dict(bk: BookKeeping, schema: Legacy0xSchema) -> dict:
-    dims = schema.dimensions
-    names = [a.name for a in schema.attributes]
-    return {
-        "file": bk.file,
-        "gzip_size": bk.gzip_size,
-        "decompressed_size": bk.size,
-        "non_empty_domain": {d: list(r) for d, r in zip(dims, bk.non_empty_domain)},
-        "mbr_num": len(bk.mbrs),
-        "mbrs": [[list(r) for r in m] for m in bk.mbrs.tolist()],
-        "bounding_coords_num": len(bk.bounding_coords),
-        "bounding_coords": [{"first": list(b[0]), "last": list(b[1])} for b in bk.bounding_coords.tolist()],
-        "tile_offsets": {n: v.tolist() for n, v in zip(names + ["__coords"], bk.tile_offsets)},
-        "tile_var_offsets": {n: v.tolist() for n, v in zip(names, bk.tile_var_offsets)},
-        "tile_var_sizes": {n: v.tolist() for n, v in zip(names, bk.tile_var_sizes)},
-        "last_tile_cell_num": bk.last_tile_cell_num,
-    }
-
-
 def _field(schema: Legacy0xSchema, i: int) -> str:
     return schema.attributes[i].name if i < len(schema.attributes) else "__coords"
 

@@ -62,17 +62,3 @@ def parse_fragment_name(name: str) -> Legacy0xFragmentName:
             kind = "unknown"
     ts = int(ms)
     return Legacy0xFragmentName(name, hidden, writer, kind, uuid, mac, thread, ts, iso8601_ms(ts))
-
-
-def name_to_dict(n: Legacy0xFragmentName) -> dict:
-    out = {"writer_id": n.writer_id, "writer_kind": n.writer_kind}
-    if n.uuid:
-        out["uuid"] = n.uuid
-    if n.mac:
-        out["mac"] = n.mac
-    if n.thread_id is not None:
-        out["thread_id"] = n.thread_id
-    out["timestamp_ms"] = n.timestamp_ms
-    out["timestamp_iso"] = n.timestamp_iso
-    out["hidden"] = n.hidden
-    return out

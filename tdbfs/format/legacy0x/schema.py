@@ -64,16 +64,6 @@ class Codec:
         """Whether tiles are stored with book-keeping offsets (any compressor other than NONE)."""
         return self.compressor != 0
 
-    def to_dict(self) -> dict:
-        out = {"compressor": self.compressor_name, "raw": self.raw}
-        if self.level is not None:
-            out["level"] = self.level
-        if self.pre_filter:
-            out["pre_filter"] = PRE_FILTERS.get(self.pre_filter, f"UNKNOWN({self.pre_filter})")
-        if self.post_filter:
-            out["post_filter"] = self.post_filter
-        return out
-
 
 @dataclass(frozen=True)
 class Attribute:
@@ -219,30 +209,6 @@ def looks_like_legacy0x_schema(data: bytes) -> bool:
         return True
     except Exception:
         return False
-
-
-def schema_to_dict(s: Legacy0xSchema) -> dict:
-    out = {"file": s.file, "layout": "TileDB 0.x",
-           "form": "GenomicsDB fork (versioned)" if s.version is not None else "original Intel-HLS (no version tag)"}
-    if s.version is not None:
-        out["version"] = s.version
-        out["workspace"] = s.workspace
-    out.update({"array_name": s.array_name, "array_type": "dense" if s.dense else "sparse",
-                "tile_order": ORDERS[s.tile_order], "cell_order": ORDERS[s.cell_order], "capacity": s.capacity})
-    out["dimensions"] = [{"name": d, "type": s.coord_type.name, "domain": list(r),
-                          "tile_extent": s.tile_extents[i] if s.tile_extents else None}
-                         for i, (d, r) in enumerate(zip(s.dimensions, s.domain))]
-    out["coordinates"] = {"type": s.coord_type.name, "compression": s.coords_compression.to_dict()}
-    attrs = []
-    for a in s.attributes:
-        entry = {"name": a.name, "type": a.datatype.name, "cell_val_num": "var" if a.var_sized else a.cell_val_num,
-                 "compression": a.compression.to_dict()}
-        if a.offsets_compression is not None:
-            entry["offsets_compression"] = a.offsets_compression.to_dict()
-        attrs.append(entry)
-    out["attributes"] = attrs
-    out["size"] = s.size
-    return out
 
 
 def _string(c: Cursor, what: str) -> str:

@@ -8,9 +8,15 @@ import struct
 from .common import Stage, StageError, read_u32s
 
 
-def reverse_checksum(spec, md, data, stage: Stage):
-    digest_len = 16 if spec.id == 12 else 32
-    algo = "md5" if spec.id == 12 else "sha256"
+def reverse_md5(spec, md, data, stage: Stage):
+    return _reverse_checksum(spec, md, data, "md5", 16)
+
+
+def reverse_sha256(spec, md, data, stage: Stage):
+    return _reverse_checksum(spec, md, data, "sha256", 32)
+
+
+def _reverse_checksum(spec, md, data, algo: str, digest_len: int):
     (n_md, n_data), pos = read_u32s(md, 0, 2, f"{spec.name} part counts")
     entry = 8 + digest_len
     if (n_md + n_data) * entry > len(md) - pos:

@@ -42,18 +42,12 @@ def lz4_decompress(part, out_len: int) -> bytes:
     return lz4.block.decompress(part, uncompressed_size=out_len)
 
 
-def _decompress(fid: int, part: memoryview, out_len: int) -> bytes:
-    if not out_len:
-        return b""
-    if fid == 2:
-        return zstd_decompress(part, out_len)
-    if fid == 1:
-        return zlib.decompressobj().decompress(part, out_len)
-    if fid == 3:
-        return lz4_decompress(part, out_len)
-    if fid == 5:
-        return bz2.BZ2Decompressor().decompress(bytes(part), max_length=out_len)
-    raise StageError(f"no codec for filter {fid}")  # pragma: no cover - filter_reversal routes only these ids
+def _gzip(part: memoryview, out_len: int) -> bytes:
+    return zlib.decompressobj().decompress(part, out_len)
+
+
+def _bzip2(part: memoryview, out_len: int) -> bytes:
+    return bz2.BZ2Decompressor().decompress(bytes(part), max_length=out_len)
 
 
 def rle_decode(part: memoryview, out_len: int, cell_size: int) -> bytes:
@@ -102,8 +96,17 @@ def reverse_parts(spec, md: memoryview, data: memoryview, stage: Stage, decode):
     return memoryview(b"".join(outs[:n_md])), memoryview(b"".join(outs[n_md:])), record
 
 
-def reverse_compressor(spec, md, data, stage: Stage):
-    return reverse_parts(spec, md, data, stage, lambda part, u: _decompress(spec.id, part, u))
+def _codec(decompress):
+    """A reverser for a codec `decompress(part, out_len)`; an empty part decodes to nothing unread."""
+    def reverse(spec, md, data, stage: Stage):
+        return reverse_parts(spec, md, data, stage, lambda part, u: decompress(part, u) if u else b"")
+    return reverse
+
+
+reverse_gzip = _codec(_gzip)
+reverse_zstd = _codec(zstd_decompress)
+reverse_lz4 = _codec(lz4_decompress)
+reverse_bzip2 = _codec(_bzip2)
 
 
 def reverse_rle(spec, md, data, stage: Stage):

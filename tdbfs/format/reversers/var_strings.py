@@ -170,13 +170,6 @@ def reverse_dictionary_strings(spec, md, data, stage: Stage):
     return md[dict_at + dict_bytes:], memoryview(var), record
 
 
-def reverse_var_strings(spec, md, data, stage: Stage):
-    """RLE (4) or DICTIONARY (14) first on var strings whose offsets they embed (stage.ctx.var_strings)."""
-    if spec.id == 14:
-        return reverse_dictionary_strings(spec, md, data, stage)
-    return reverse_rle_strings(spec, md, data, stage)
-
-
 def reverse_dictionary(spec, md, data, stage: Stage):
     """DICTIONARY anywhere: TileDB only writes it on var strings (CompressionFilter refuses the rest)."""
     if getattr(stage.ctx, "var_strings", False):
@@ -186,4 +179,4 @@ def reverse_dictionary(spec, md, data, stage: Stage):
                      "data (\"Dictionary encoding only applies to variable length strings\")", 0)
 
 
-__all__ = ["reverse_var_strings", "reverse_dictionary", "record_starts"]
+__all__ = ["reverse_rle_strings", "reverse_dictionary_strings", "reverse_dictionary", "record_starts"]

@@ -1,0 +1,79 @@
+"""`tdbfs mount` and `tdbfs umount`."""
+
+from __future__ import annotations
+
+import os
+
+from .common import CliError, load_key, open_store
+from .daemon import read_key_fd, run_daemon, spawn_daemon
+from .mountpoints import check_mountpoint, mount_fstype, unmount
+
+
+def cmd_mount(args) -> int:
+    array = os.path.abspath(args.array)
+    mnt = os.path.abspath(args.mountpoint)
+    if args.foreground:
+        from .. import fuse_ops
+        # before numpy or the store start threads that would otherwise take the signal
+        fuse_ops.catch_stop_signals()
+        key = read_key_fd(args.key_fd) if args.key_fd is not None else None
+        options = fuse_options(args)
+        if "fsname" not in option_keys(args.options):
+            options.fsname = fuse_ops.default_fsname(array)
+        store = open_store(array, args.cache_mb, args.key_file, key=key)
+        check_mountpoint(mnt, array)  # a spawned daemon too: it starts before its parent has checked
+        problem = fuse_ops.fuse_problem()
+        if problem:
+            raise CliError(f"FUSE is not available: {problem}")
+        return run_daemon(args, store, mnt, options)
+
+    # A background mount starts its daemon as soon as the mount point is known to be free:
+    # the daemon's interpreter start-up and imports are most of the time to a live mount,
+    # and the parent's other checks (options, FUSE) run meanwhile on the other core. Any
+    # failure then stops the daemon. The array itself is checked by the daemon, whose error
+    # becomes ours.
+    try:
+        check_mountpoint(mnt, array)
+    except CliError:
+        open_store(array, args.cache_mb, args.key_file)  # an unusable array is reported first, as always
+        raise
+    # read here, handed over through a pipe: the daemon's environment and argv, which
+    # stay in /proc for the life of the mount, never hold the key or where it is
+    key = load_key(args.key_file)
+
+    def check():
+        from .. import fuse_ops
+        fuse_options(args)
+        problem = fuse_ops.fuse_problem()
+        if problem:
+            open_store(array, args.cache_mb, key=key)
+            raise CliError(f"FUSE is not available: {problem}")
+    return spawn_daemon(args, array, mnt, check=check, key=key)
+
+
+def option_keys(option_strings) -> set:
+    return {item.partition("=")[0].strip() for text in option_strings or () for item in text.split(",")}
+
+
+def fuse_options(args):
+    from .. import fuse_ops
+    try:
+        return fuse_ops.FuseOptions.parse(args.options, debug=False)
+    except ValueError as exc:
+        raise CliError(str(exc), code=2) from None
+
+
+def cmd_umount(args) -> int:
+    mnt = os.path.abspath(args.mountpoint)
+    fstype = mount_fstype(mnt)
+    if fstype is None:
+        if not os.path.lexists(mnt):
+            raise CliError(f"mount point not found: {mnt}")
+        raise CliError(f"{mnt} is not mounted")
+    if not fstype.startswith("fuse") and fstype != "?":
+        raise CliError(f"{mnt} is not a tdbfs mount (it is {fstype})")
+    ok, message = unmount(mnt, lazy=args.lazy)
+    if not ok:
+        hint = " (a process is using it; close it or use 'tdbfs umount -z')" if "busy" in message.lower() else ""
+        raise CliError(f"cannot unmount {mnt}: {message}{hint}")
+    return 0

@@ -1,0 +1,154 @@
+"""The command line: every command, option and help text."""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import __version__
+from .browse import cmd_cat, cmd_ls, cmd_tree
+from .check_command import cmd_check
+from .common import DEFAULT_CACHE_MB, PROG
+from .mount import cmd_mount, cmd_umount
+
+
+DESCRIPTION = """\
+tdbfs shows a TileDB array's on-disk structures (schemas, fragments, footers,
+R-trees, tiles, commits, metadata) as a read-only tree of decoded files.
+Mount it with FUSE, or read the same tree without FUSE with ls, cat and tree.
+"""
+
+
+EPILOG = """\
+examples:
+  tdbfs mount /data/my_array /mnt/arr      mount in the background, return when ready
+  ls /mnt/arr/fragments
+  cat /mnt/arr/schema/current.yaml
+  tdbfs umount /mnt/arr
+  tdbfs mount -f --log /tmp/tdbfs.log /data/my_array /mnt/arr   stay in the foreground
+  tdbfs ls -l /data/my_array fragments     list a folder of the view without FUSE
+  tdbfs cat /data/my_array array.yaml      print one file of the view
+  tdbfs tree --depth 2 /data/my_array      show the view as a tree
+  tdbfs check /data/my_array               check every structure and tile (fsck)
+
+exit status:
+  0  success
+  1  runtime error: array not found or not a TileDB array, mount point missing,
+     busy or not empty, FUSE unavailable, path not in the tree, view unreadable
+  2  usage error (bad command line)
+  check: 0 clean, 1 problems found, 2 could not run (see 'tdbfs check --help')
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, no usage dump
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("mount", help="mount ARRAY's view at MNT (read-only)", formatter_class=fmt,
+                       description="Mount the decoded view of ARRAY at the empty folder MNT.\n"
+                                   "Without -f the daemon runs in the background and the command\n"
+                                   "returns once the mount answers.",
+                       epilog="mount options (-o): threads (multi-threaded daemon), attr_timeout=S,\n"
+                              "entry_timeout=S, negative_timeout=S, fsname=NAME, allow_other, and any\n"
+                              "other libfuse option. Not supported: rw, large_read.\n\n"
+                              "examples:\n  tdbfs mount /data/my_array /mnt/arr\n"
+                              "  tdbfs mount -o allow_other --cache-mb 2048 /data/my_array /mnt/arr\n"
+                              "  tdbfs mount -f --debug --log /tmp/tdbfs.log /data/my_array /mnt/arr\n")
+    p.add_argument("array", metavar="ARRAY", help="TileDB array folder")
+    p.add_argument("mountpoint", metavar="MNT", help="empty folder to mount on")
+    p.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground (the daemon itself)")
+    p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT]",
+                   help="mount options, comma separated (repeatable)")
+    p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N",
+                   help=f"memory for decoded data, in MiB (default {DEFAULT_CACHE_MB})")
+    p.add_argument("--log", metavar="FILE", help="daemon log file (default: stderr with -f, else none)")
+    p.add_argument("--debug", action="store_true", help="verbose log, tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    p.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--key-fd", type=int, default=None, help=argparse.SUPPRESS)  # the key from the parent
+    p.set_defaults(func=cmd_mount)
+
+    p = sub.add_parser("umount", aliases=["unmount"], help="unmount a tdbfs mount", formatter_class=fmt,
+                       description="Unmount MNT (fusermount3 -u, fusermount -u or umount).")
+    p.add_argument("mountpoint", metavar="MNT")
+    p.add_argument("-z", "--lazy", action="store_true", help="lazy unmount (detach now, clean up when not busy)")
+    p.set_defaults(func=cmd_umount)
+
+    p = sub.add_parser("ls", help="list a folder of the view (no FUSE needed)", formatter_class=fmt,
+                       description="List PATH (default: the top) of ARRAY's view, one entry per line,\n"
+                                   "folders with a trailing '/'.",
+                       epilog="examples:\n  tdbfs ls /data/my_array\n  tdbfs ls -l /data/my_array fragments\n")
+    p.add_argument("array", metavar="ARRAY")
+    p.add_argument("path", metavar="PATH", nargs="?", default="")
+    p.add_argument("-l", "--long", action="store_true", help="long format: mode, size, time, name")
+    p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("cat", help="write one file of the view to stdout (no FUSE needed)", formatter_class=fmt,
+                       epilog="examples:\n  tdbfs cat /data/my_array array.yaml\n"
+                              "  tdbfs cat /data/my_array fragments/F/attrs/a0/tile_0.bin | od -An -tu4\n")
+    p.add_argument("array", metavar="ARRAY")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    p.set_defaults(func=cmd_cat)
+
+    p = sub.add_parser("tree", help="show the view as an indented tree (no FUSE needed)", formatter_class=fmt,
+                       epilog="examples:\n  tdbfs tree /data/my_array\n  tdbfs tree --depth 1 /data/my_array fragments\n")
+    p.add_argument("array", metavar="ARRAY")
+    p.add_argument("path", metavar="PATH", nargs="?", default="")
+    p.add_argument("-L", "--depth", type=_positive_int, default=None, metavar="N",
+                   help="descend at most N levels")
+    p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    p.set_defaults(func=cmd_tree)
+
+    p = sub.add_parser("check", help="check every structure and tile of ARRAY (fsck; no FUSE needed)",
+                       formatter_class=fmt,
+                       description="Decode every structure and every tile of ARRAY, verify every checksum,\n"
+                                   "offset and size against the files, the footers against the schema and\n"
+                                   "the commits against the fragment folders. Prints one line per problem,\n"
+                                   "'FILE:OFFSET: STRUCTURE: MESSAGE' (OFFSET '-' when none applies), then a\n"
+                                   "summary. Never writes to the array.",
+                       epilog="exit status:\n  0  clean (warnings, such as fragments consolidated but not yet\n"
+                              "     vacuumed, do not count)\n  1  problems found\n"
+                              "  2  could not run: not an array, unreadable, or a usage error\n\n"
+                              "examples:\n  tdbfs check /data/my_array\n"
+                              "  tdbfs check --json /data/my_array | jq .problems\n")
+    p.add_argument("array", metavar="ARRAY")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
+    p.add_argument("-q", "--quiet", action="store_true", help="no problem lines and no progress, only the summary")
+    p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    p.set_defaults(func=cmd_check)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
+    return value
+
+
+KEY_FILE_HELP = ("file holding the AES-256-GCM key of an encrypted array: 32 bytes (the 32-character string\n"
+                 "given to TileDB), 64 hex digits or 44 base64 characters; default: $TDBFS_KEY_FILE,\n"
+                 "else the value of $TDBFS_ENCRYPTION_KEY. Never give the key itself on the command line")

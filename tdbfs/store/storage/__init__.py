@@ -1,0 +1,162 @@
+"""Where an array's files live: the one interface the store reads them through.
+
+A backend provides four primitives: list a folder (kind, size and mtime of each entry), stat one
+path, read a byte range of a regular file and read a small file whole. Everything else here is
+built on them once. Paths are relative to the storage's root, '/'-separated; none leaves the root.
+A symbolic link is reported as one and never followed, and anything but a regular file is never
+read: an array folder can hold a symlink to /etc planted as a fragment folder or a FIFO in place
+of a data file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+__all__ = ["Entry", "FOLDER", "NotRegularError", "REGULAR", "Storage", "kind_of", "open_storage"]
+
+#: the kinds of entries a folder can hold, as shown in views and problems
+REGULAR = "file"
+FOLDER = "folder"
+
+
+def kind_of(mode: int) -> str:
+    """What an entry is, in words ('file', 'folder', 'symbolic link', 'FIFO', ...)."""
+    if stat.S_ISREG(mode):
+        return REGULAR
+    if stat.S_ISDIR(mode):
+        return FOLDER
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return "unknown kind of file"
+
+
+class NotRegularError(OSError):
+    """The entry exists but is not a regular file (or a path component is not a real folder): never opened."""
+
+    def __init__(self, path: str, kind: str, target: str | None = None):
+        what = f"a {kind}" + (f" (to {target})" if target is not None else "")
+        super().__init__(errno.EINVAL, f"{path} is {what}, not a regular file: it is never opened", path)
+        self.kind = kind
+        self.target = target
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry as `lstat` sees it (a symlink is a symlink, never what it points at)."""
+
+    name: str
+    kind: str          # kind_of(mode)
+    size: int
+    mtime_ns: int
+    mode: int          # permission bits and type
+    target: str | None = None   # for a symbolic link: where it points (read with readlink, never followed)
+
+    @property
+    def is_file(self) -> bool:
+        return self.kind == REGULAR
+
+    @property
+    def is_dir(self) -> bool:
+        return self.kind == FOLDER
+
+    @property
+    def mtime(self) -> float:
+        """The mtime in seconds, the very float `os.stat` gives (the mount's times must not move by a bit)."""
+        sec, nsec = divmod(self.mtime_ns, 1_000_000_000)
+        return sec + nsec * 1e-9
+
+
+class Storage(ABC):
+    """An array's files under one root: the four primitives a backend provides, and what is built on them."""
+
+    #: the root as the user would name it; shown in summaries and messages
+    uri: str
+
+    # -- the primitives --------------------------------------------------------------------
+    @abstractmethod
+    def entries(self, rel: str = "") -> list[Entry]:
+        """Every entry of the folder `rel`, sorted by name; [] when there is no such folder."""
+
+    @abstractmethod
+    def stat(self, rel: str) -> Entry:
+        """The entry at `rel` (the root for ''); FileNotFoundError when there is none, NotRegularError when a
+        folder on the way is not a real one."""
+
+    @abstractmethod
+    def pread(self, rel: str, offset: int, size: int) -> bytes:
+        """At most `size` bytes of the regular file `rel` from `offset`, never past its size: a length read
+        from a damaged file never sizes an allocation beyond the file. NotRegularError for anything else."""
+
+    @abstractmethod
+    def read(self, rel: str) -> bytes:
+        """The whole regular file `rel`; NotRegularError for anything else."""
+
+    @abstractmethod
+    def child(self, rel: str) -> "Storage":
+        """The same storage rooted at the folder `rel` (a dimension label, an array of a workspace)."""
+
+    # -- built on them ---------------------------------------------------------------------
+    def describe(self, rel: str = "") -> str:
+        """`rel` as a user would name it, for messages."""
+        return f"{self.uri}/{rel}" if rel else self.uri
+
+    def names(self, rel: str = "") -> list[str]:
+        """Names in the folder `rel`, whatever they are."""
+        return [e.name for e in self.entries(rel)]
+
+    def subdirs(self, rel: str = "") -> list[str]:
+        """Names of the real folders (not symlinks to folders) in `rel`."""
+        return [e.name for e in self.entries(rel) if e.is_dir]
+
+    def regular_names(self, rel: str = "") -> list[str]:
+        """Names of the regular files in `rel`."""
+        return [e.name for e in self.entries(rel) if e.is_file]
+
+    def entry(self, rel: str) -> Entry | None:
+        """The entry at `rel`, or None when there is none."""
+        try:
+            return self.stat(rel)
+        except (FileNotFoundError, NotADirectoryError, NotRegularError):
+            return None
+
+    def is_dir(self, rel: str) -> bool:
+        e = self.entry(rel)
+        return e is not None and e.is_dir
+
+    def is_file(self, rel: str) -> bool:
+        e = self.entry(rel)
+        return e is not None and e.is_file
+
+    def regular_entry(self, rel: str) -> Entry:
+        """The entry of the regular file `rel`; NotRegularError (naming a link's target) for anything else."""
+        e = self.stat(rel)
+        if not e.is_file:
+            raise NotRegularError(rel, e.kind, e.target)
+        return e
+
+    def file_size(self, rel: str) -> int:
+        return self.regular_entry(rel).size
+
+
+def open_storage(location: str) -> Storage:
+    """The storage of the folder `location`: FileNotFoundError when nothing is there, NotADirectoryError
+    when it is not a folder. The location itself may be a symlink: the one the user named is followed."""
+    from .local import LocalStorage
+
+    path = os.path.abspath(location)
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", path)
+    return LocalStorage(path)
