@@ -14,7 +14,7 @@ view that cannot be built (`ViewError`) is ``EIO`` with its reason logged, and a
 other exception is ``EIO`` with the traceback logged; the daemon keeps running.
 
 The libfuse flavour is chosen here, before mfusepy is imported: libfuse3 when it
-can be found (256 KiB reads instead of 128 KiB, see PERF_NOTES), else libfuse2.
+can be found (256 KiB reads instead of 128 KiB, docs/performance.md §2), else libfuse2.
 ``TDBFS_LIBFUSE=2`` (or ``3``) forces one; an explicit ``FUSE_LIBRARY_PATH`` wins.
 """
 
@@ -158,7 +158,7 @@ def libfuse_version() -> Optional[tuple[int, int]]:
 # --------------------------------------------------------------------------- options
 
 #: options that cannot work with tdbfs: rw (it is read-only), large_read (kernel
-#: 6.x rejects it and the mount fails, see PERF_NOTES).
+#: 6.x rejects it and the mount fails, docs/performance.md §2).
 FORBIDDEN_OPTIONS = {
     "rw": "tdbfs is read-only",
     "large_read": "the kernel rejects it and the mount fails",
@@ -169,7 +169,7 @@ FORBIDDEN_OPTIONS = {
 class FuseOptions:
     """Every FUSE mount option tdbfs uses, in one place.
 
-    Defaults, and why (measurements in PERF_NOTES.md):
+    Defaults, and why (measurements in docs/performance.md):
 
     * ``ro`` always: the kernel itself answers EROFS to every write.
     * no ``default_permissions``: with it, the kernel checks the modes of every folder on every

@@ -980,7 +980,7 @@ def build_sample_set(base_dir: str | os.PathLike, names: Sequence[str] | None = 
 
 
 # ---------------------------------------------------------------------------
-# var strings under RLE / DICTIONARY (offsets embedded, FORMAT.md §3.4), and encryption
+# var strings under RLE / DICTIONARY (offsets embedded, docs/format.md §3.4), and encryption
 
 FILTERS.update({
     "RLE": lambda: [tiledb.RleFilter()],

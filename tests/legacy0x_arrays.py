@@ -2,7 +2,7 @@
 
 The PyPI wheel `genomicsdb==0.1.6` (installed with --no-deps by scripts/_setup.sh) bundles
 `genomicsdb.libs/libtiledbgenomicsdb-*.so`, GenomicsDB's fork of TileDB 0.x, whose C API is
-exported with plain C names (FORMAT_0x.md). Only ctypes is used: importing the `genomicsdb`
+exported with plain C names (docs/format-0x.md). Only ctypes is used: importing the `genomicsdb`
 Python module itself would need numpy<2 and old pyarrow/pandas.
 
     lib = library()                         # None when the wheel is absent (tests skip)
@@ -365,7 +365,7 @@ def attribute_values(spec: ArraySpec, n: int, rng, runs: bool = False) -> dict:
 def build_corpus(lib: Legacy0xLibrary, root) -> dict:
     """A GenomicsDB-style workspace of arrays covering the codecs and layouts the library writes.
 
-    Returns {array name: (path, spec)}. Known library bugs (FORMAT_0x.md) are avoided:
+    Returns {array name: (path, spec)}. Known library bugs (docs/format-0x.md) are avoided:
     bitshuffle only on full sparse tiles, no RLE on coordinates, integer coordinates with extents.
     """
     root = str(root)

@@ -19,7 +19,7 @@ the copies, nothing is written under the corpus folder.
 
 Hand-made minimal cases for what no sample covers (formats 12 and 16, the
 encryption fields of a generic tile header) are at the end, each commented
-with the FORMAT.md section it follows.
+with the docs/format.md section it follows.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def test_fragment_metadata_matches_tiledb(folder, copies):
         assert list(frag["non_empty_domain"].values()) == want
         assert frag["files"] == {p.name: p.stat().st_size for p in (path / name if (path / name).is_dir()
                                  else path / "__fragments" / name).iterdir()}
-        # Fields a version has, and only those (VIEWS.md: a field the version lacks is left out).
+        # Fields a version has, and only those (a field the version lacks is left out of footer.yaml).
         assert ("array_schema_name" in footer) == (version >= 10)
         assert ("has_timestamps" in footer) == (version >= 14)
         assert ("has_delete_meta" in footer) == (version >= 15)

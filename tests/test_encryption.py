@@ -1,4 +1,4 @@
-"""AES-256-GCM encrypted arrays (FORMAT.md §2.1, §3.1, §3.3), written by tiledb-py with a key.
+"""AES-256-GCM encrypted arrays (docs/format.md §2.1, §3.1, §3.3), written by tiledb-py with a key.
 
 With the key every tile equals TileDB's read with the key; without it every encrypted
 structure is an error that says so while the unencrypted headers stay visible; a wrong key

@@ -20,7 +20,7 @@ import pytest
 
 from tdbfs import fuse_ops
 from tdbfs.fuse_ops import FuseOptions, FuseOSError, TdbfsOperations
-from tdbfs.views.nodes import BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
+from tdbfs.views.nodes import FOREVER, BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -142,15 +142,15 @@ def make_toy_root(backing_dir: str | None = None, many: int = 0, big: int = 3 <<
     def stats():
         return b"big=%d mutable=%d\n" % (big_file.reads, mutable_file.reads)
 
-    deeper = StaticDir(lambda: {"x": BytesFile(lambda: b"x\n", immutable=True)}, immutable=True)
-    sub = StaticDir(lambda: {"nested.txt": BytesFile(lambda: b"nested\n", immutable=True, mtime=MTIME),
+    deeper = StaticDir(lambda: {"x": BytesFile(lambda: b"x\n", FOREVER)}, immutable=True)
+    sub = StaticDir(lambda: {"nested.txt": BytesFile(lambda: b"nested\n", FOREVER, mtime=MTIME),
                              "deeper": deeper}, immutable=True, mtime=MTIME)
-    many_dir = StaticDir(lambda: {f"f{i:05d}.txt": BytesFile(lambda i=i: b"%d\n" % i, immutable=True)
+    many_dir = StaticDir(lambda: {f"f{i:05d}.txt": BytesFile(lambda i=i: b"%d\n" % i, FOREVER)
                                   for i in range(many)}, immutable=True)
     children = {
-        "hello.txt": BytesFile(lambda: HELLO, immutable=True, mtime=MTIME),
-        "data.bin": BytesFile(lambda: bytes(range(256)) * 1000, immutable=True),
-        "text.txt": BytesFile(lambda: TEXT, immutable=True),
+        "hello.txt": BytesFile(lambda: HELLO, FOREVER, mtime=MTIME),
+        "data.bin": BytesFile(lambda: bytes(range(256)) * 1000, FOREVER),
+        "text.txt": BytesFile(lambda: TEXT, FOREVER),
         "big.bin": big_file,
         "mutable.bin": mutable_file,
         "stats": Live(stats),
@@ -177,7 +177,7 @@ def make_changing_root(backing_dir: str, many: int = 0) -> DirNode:
             self._data = None
             return super().size()
 
-    summary = Summary(lambda: open(source, "rb").read(), immutable=False)
+    summary = Summary(lambda: open(source, "rb").read())
     return StaticDir(lambda: {"summary.yaml": summary}, mtime=MTIME)
 
 
@@ -337,7 +337,7 @@ class Growing(BytesFile):
             self.renders += 1
             return b"problems:\n" + b"- found %d\n" % self.renders * self.renders
 
-        super().__init__(render, immutable=False)
+        super().__init__(render)
 
     def size(self):
         self._data = None
@@ -768,7 +768,7 @@ def test_immutable_files_stay_in_the_page_cache(toy):
     first = counts()
     assert int(first["big"]) > 0 and int(first["mutable"]) > 0
     # immutable: opened with keep_cache, a second cat never reaches the daemon. This VM's
-    # page cache can drop idle pages (PERF_NOTES), so a re-read is tried up to three times;
+    # page cache can drop idle pages (docs/performance.md §1), so a re-read is tried up to three times;
     # without keep_cache every attempt would reach the daemon.
     cached = False
     for _ in range(3):

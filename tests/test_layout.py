@@ -3,7 +3,7 @@
 The maps of arrays written by tiledb-py are checked against facts found without
 tdbfs: the files' sizes on disk, a walk of each data file done here with `struct`
 (tiles follow each other from byte 0: u64 nchunks, then per chunk three u32 lengths,
-metadata and data, FORMAT.md §2.2), a walk of the generic tiles of
+metadata and data, docs/format.md §2.2), a walk of the generic tiles of
 __fragment_metadata.tdb (34-byte header + pipeline + persisted_size, §2.1) up to the
 footer that the trailing u64 footer_len locates (§5.3), and TileDB's tile counts.
 Corrupt copies (garbage appended, truncated) check that unclaimed and undecodable

@@ -277,7 +277,7 @@ def test_uncommitted_fragments_are_shown_and_flagged(corpus):
 # -- the original Intel-HLS schema (no version tag) --------------------------------------------------
 
 def legacy_schema_bytes(versioned: bytes) -> bytes:
-    """The original Intel-HLS `__array_schema.tdb` of the same array (FORMAT_0x.md, steps 2-9).
+    """The original Intel-HLS `__array_schema.tdb` of the same array (docs/format-0x.md, steps 2-9).
 
     The library only writes the versioned form, so the original is rebuilt from the versioned
     bytes: drop the tag and workspace string (step 1), keep steps 2-9 unchanged, and drop the
@@ -305,7 +305,7 @@ def legacy_schema_bytes(versioned: bytes) -> bytes:
 def test_original_intel_hls_schema(corpus, tmp_path, name):
     """A copy of the array under the untagged schema decodes to the same cells. The oracle is the
     library reading the versioned original: it misreads compressed var offsets under an untagged
-    schema (FORMAT_0x.md), and the untagged form means the same codecs at default levels."""
+    schema (docs/format-0x.md), and the untagged form means the same codecs at default levels."""
     import yaml
     path, spec = corpus["arrays"][name]
     copy = tmp_path / "legacy"
@@ -389,7 +389,7 @@ BLOSC_CODECS = {4: "blosclz", 5: "lz4", 6: "lz4hc", 8: "zlib", 9: "zstd"}
 
 
 def book_keeping_file(bk, tile_offsets, var_offsets) -> bytes:
-    """`__book_keeping.tdb.gz` from its fields (FORMAT_0x.md): the library's own lists, with new
+    """`__book_keeping.tdb.gz` from its fields (docs/format-0x.md): the library's own lists, with new
     tile offsets for the re-compressed files."""
     q = lambda values: np.asarray(values, "<i8").tobytes()
     ned = np.asarray(bk.non_empty_domain).astype(bk.mbrs.dtype)

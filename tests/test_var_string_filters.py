@@ -1,4 +1,4 @@
-"""Var-sized strings whose offsets TileDB embeds in RLE / DICTIONARY var tiles (FORMAT.md §3.4).
+"""Var-sized strings whose offsets TileDB embeds in RLE / DICTIONARY var tiles (docs/format.md §3.4).
 
 Arrays written by tiledb-py (ASCII and UTF-8 attributes, RLE or DICTIONARY alone or followed by
 compressors and a checksum, nullable ones, ASCII string dimensions with RLE and DICTIONARY

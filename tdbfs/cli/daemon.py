@@ -17,7 +17,7 @@ from .common import PROG, CliError
 from .mountpoints import mount_fstype, unmount
 
 
-#: glibc malloc tuning for the daemon (PERF_NOTES: 0.4-0.6 -> 1.0-1.3 GB/s on the decode
+#: glibc malloc tuning for the daemon (docs/performance.md §3: 0.4-0.6 -> 1.0-1.3 GB/s on the decode
 #: path). glibc reads it only at process start, so it is set when the daemon is spawned.
 MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": "33554432",

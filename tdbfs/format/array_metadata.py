@@ -1,4 +1,4 @@
-"""Array (and group) metadata (FORMAT.md §7.1): the payload of a `__meta/__t1_t2_label` generic tile.
+"""Array (and group) metadata (docs/format.md §7.1): the payload of a `__meta/__t1_t2_label` generic tile.
 
 Payload = records until the end:
 `u32 key_len, key, u8 deleted; if !deleted: u8 value_type, u32 value_count, value[value_count * type_size]`.

@@ -1,4 +1,4 @@
-"""Commit-side files (FORMAT.md §7.3-§7.5): `.vac`, `.ign`, `.con`, and `.del`/`.upd` conditions.
+"""Commit-side files (docs/format.md §7.3-§7.5): `.vac`, `.ign`, `.con`, and `.del`/`.upd` conditions.
 
 * `.vac`  text, one URI per line: what a consolidation made obsolete (§7.4).
 * `.ign`  text, one relative URI per line: markers inside `.con` files to ignore (§7.3).

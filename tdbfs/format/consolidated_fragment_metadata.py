@@ -1,4 +1,4 @@
-"""Consolidated fragment metadata (FORMAT.md §7.2): the payload of a `.meta` generic tile.
+"""Consolidated fragment metadata (docs/format.md §7.2): the payload of a `.meta` generic tile.
 
 ```
 u32 n_fragments

@@ -1,4 +1,4 @@
-"""TileDB's datatype, layout and other small enums (FORMAT.md §4.6), declared once."""
+"""TileDB's datatype, layout and other small enums (docs/format.md §4.6), declared once."""
 
 from __future__ import annotations
 

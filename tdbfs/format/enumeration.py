@@ -1,4 +1,4 @@
-"""Enumerations (FORMAT.md §4.8): the payload of a `__schema/__enumerations/*` generic tile.
+"""Enumerations (docs/format.md §4.8): the payload of a `__schema/__enumerations/*` generic tile.
 
 ```
 u32 enum_version (0), u32 name_len, name, u32 path_len, path_name,

@@ -1,4 +1,4 @@
-"""Reversing each filter of a pipeline on one chunk (FORMAT.md §2.3).
+"""Reversing each filter of a pipeline on one chunk (docs/format.md §2.3).
 
 The reversers themselves live in `reversers/`, one module per family of
 filters, and `filter_registry` says which one undoes each filter id; this

@@ -1,4 +1,4 @@
-"""Filter pipelines (FORMAT.md §3.1-§3.2): their serialisation. What each filter id means is in filter_registry."""
+"""Filter pipelines (docs/format.md §3.1-§3.2): their serialisation. What each filter id means is in filter_registry."""
 
 from __future__ import annotations
 

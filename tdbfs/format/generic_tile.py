@@ -1,4 +1,4 @@
-"""Generic tiles (FORMAT.md §2.1): the self-describing container of every metadata structure."""
+"""Generic tiles (docs/format.md §2.1): the self-describing container of every metadata structure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Timestamped names (FORMAT.md §6.1) of fragments, schemas, metadata and commit files.
+"""Timestamped names (docs/format.md §6.1) of fragments, schemas, metadata and commit files.
 
 | form                              | name_version | format version             |
 |-----------------------------------|--------------|----------------------------|

@@ -1,4 +1,4 @@
-"""Array schema (FORMAT.md §4): the payload of a `__schema/*` or `__array_schema.tdb` generic tile.
+"""Array schema (docs/format.md §4): the payload of a `__schema/*` or `__array_schema.tdb` generic tile.
 
 `parse_schema(payload, file)` decodes every format version from 1 to 23 (the
 field gates of §4.1-§4.7).

@@ -1,4 +1,4 @@
-"""Filtered tiles (FORMAT.md §2.2-§2.3): chunk headers, and reversing a pipeline per chunk.
+"""Filtered tiles (docs/format.md §2.2-§2.3): chunk headers, and reversing a pipeline per chunk.
 
 A tile is `u64 nchunks` then per chunk `u32 unfiltered_len, u32 filtered_data_len,
 u32 metadata_len, metadata, data`. Each chunk is unfiltered on its own by running

@@ -25,7 +25,8 @@ from ..format.errors import FormatError
 from ..format.generic_tile import ENCRYPTION_TYPES, HEADER_BASE_SIZE, HEADER_FIELDS, read_generic_tile_header
 from ..format.datatypes import datatype_name
 from ..format.tile import parse_chunk_headers
-from .fragment import DATA, VAR, VALIDITY, Fragment
+from .fragment import Fragment
+from .fragment_interface import DATA, VALIDITY, VAR
 
 UNCLAIMED = "unclaimed"
 OVERLAP = "overlap"

@@ -16,7 +16,7 @@ AHEAD_THREADS = 1
 #: sub-bounds for groups of keys (a key's group is its first element). Decoded data tiles
 #: ("tile") get at most this much of the bound: once a tile_K.bin is read the kernel's page cache
 #: holds it (keep_cache), so more would only duplicate it, and in this VM memory touched for the
-#: first time is 5x slower than recycled memory (PERF_NOTES): a small tile area is reused sooner.
+#: first time is far slower than recycled memory (docs/performance.md §1): a small tile area is reused sooner.
 GROUP_CAPACITY = {"tile": 64 << 20}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from .fragment_interface import DATA, VALIDITY, VAR
 from .storage import FOLDER, REGULAR, NotRegularError
 from .problems import ERROR, Problem, WARNING, unique
 
@@ -159,8 +160,6 @@ def folder_findings(frag, entries: dict | None = None) -> list[Problem]:
 def fragment_findings(frag) -> list[Problem]:
     """What the fragment folder's listing, the commits and the footer's file sizes show (a fragment of a
     TileDB array of format 1 to 22)."""
-    from .fragment import DATA, VAR, VALIDITY
-
     entries = {e.name: e for e in frag.store.entries(frag.rel)}
     out = folder_findings(frag, entries)
     if not frag.committed:
@@ -196,8 +195,6 @@ def fragment_findings(frag) -> list[Problem]:
 def data_file_finding(frag, field, stream: str, entry) -> Problem | None:
     """A data file missing, or of another size than the footer says (None: as the footer says).
     Reading a tile from a missing file gives this same finding."""
-    from .fragment import DATA, VAR, VALIDITY
-
     footer = frag.footer()
     name = {DATA: field.file, VAR: field.var_file, VALIDITY: field.validity_file}[stream]
     rel = f"{frag.rel}/{name}"

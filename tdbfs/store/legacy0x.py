@@ -1,4 +1,4 @@
-"""TileDB 0.x arrays and GenomicsDB workspaces: the store side (FORMAT_0x.md).
+"""TileDB 0.x arrays and GenomicsDB workspaces: the store side (docs/format-0x.md).
 
 open_array() tells the 0.x layout (and workspaces/groups holding such arrays) from TileDB 2.x and
 opens these stores for it. As for a 2.x array (BaseStore), nothing is parsed when the store is

@@ -174,7 +174,7 @@ class Legacy0xFragment(FragmentFolder):
         a = field.attribute
         t = a.datatype
         if a.var_sized and stream == DATA:
-            # the writer treats the uint64 offsets with the attribute's type size (FORMAT_0x.md)
+            # the writer treats the uint64 offsets with the attribute's type size (docs/format-0x.md)
             return TileLayout(np.dtype("<u8"), 1, t.size, t.size)
         if a.var_sized:
             return TileLayout(t.dtype, 1, t.size, t.size)

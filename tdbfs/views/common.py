@@ -6,7 +6,7 @@ import logging
 from collections import OrderedDict
 from typing import Callable, Mapping
 
-from .nodes import BytesFile, DynamicDir, Node, ViewError
+from .nodes import FOREVER, BytesFile, DynamicDir, Keep, Node, ViewError
 from .render import shown, to_yaml
 
 log = logging.getLogger("tdbfs.views")
@@ -32,52 +32,9 @@ def guarded(render: Callable[[], bytes], problems, file: str, structure: str) ->
     return run
 
 
-def yaml_file(make: Callable[[], object], problems, file: str, structure: str, immutable: bool = True,
+def yaml_file(make: Callable[[], object], problems, file: str, structure: str, keep: Keep = FOREVER,
               mtime: float = 0.0) -> BytesFile:
-    return BytesFile(guarded(lambda: to_yaml(make()), problems, file, structure), immutable=immutable, mtime=mtime)
-
-
-class LiveFile(BytesFile):
-    """A file re-rendered at every stat (array-wide summaries that grow as problems are found)."""
-
-    def size(self) -> int:
-        return len(self.fresh())
-
-    def fresh(self) -> bytes:
-        # a render can find problems (a schema that does not decode) that change the render itself:
-        # render again until two agree, so what is served is complete and current
-        data = self._render()
-        for _ in range(3):
-            again = self._render()
-            if again == data:
-                break
-            data = again
-        self._data = data
-        return data
-
-
-class StateFile(BytesFile):
-    """A rendered file re-rendered only when `state()` changes, or always while it is None
-    (fragment.yaml: only its commit and vacuum status and its problems can change)."""
-
-    def __init__(self, render: Callable[[], bytes], state: Callable[[], object], mtime: float = 0.0):
-        super().__init__(render, immutable=False, mtime=mtime)
-        self._state = state
-        self._seen = None
-
-    def data(self) -> bytes:
-        for _ in range(4):
-            state = self._state()
-            if self._data is not None and state is not None and state == self._seen:
-                break
-            self._data = self._render()
-            self._seen = self._state()
-            if self._seen is None or self._seen == state:
-                break  # nothing the render found changed what it shows (or nothing can tell)
-        return self._data
-
-    def fresh(self) -> bytes:
-        return self.data()
+    return BytesFile(guarded(lambda: to_yaml(make()), problems, file, structure), keep, mtime=mtime)
 
 
 class LazyNodes(Mapping):
@@ -157,22 +114,3 @@ class KeyedDir(DynamicDir):
             nodes[name] = node
         self._nodes = OrderedDict(nodes)
         return nodes
-
-
-class CachedFile(BytesFile):
-    """A rendered file whose bytes live in the store's bounded cache, not in the node.
-
-    Used for per-tile text and YAML, which are many and may be large.
-    """
-
-    def __init__(self, cache, key, render: Callable[[], bytes], immutable: bool = True, mtime: float = 0.0):
-        super().__init__(render, immutable=immutable, mtime=mtime)
-        self._cache = cache
-        self._key = key
-
-    def data(self) -> bytes:
-        return self._cache.get_or_make(self._key, lambda: _with_cost(self._render()))
-
-
-def _with_cost(data: bytes):
-    return data, len(data) + 64

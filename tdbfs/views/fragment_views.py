@@ -17,8 +17,8 @@ from ..store.fragment_interface import (DATA, LEGACY0X, STREAM_SUFFIX, VALIDITY,
                                         streams)
 from ..store.problems import unique
 from . import layout_views
-from .common import CachedFile, StateFile, guarded, yaml_file
-from .nodes import DirNode, FileNode, StaticDir, ViewError
+from .common import guarded, yaml_file
+from .nodes import BytesFile, with_cost, kept, DirNode, FileNode, InCache, StaticDir, ViewError, WhileState
 from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
 
 
@@ -61,13 +61,12 @@ def _fragment_children(frag: FragmentLike, token) -> dict:
     fixed = token == 0  # committed: nothing under it changes again
     key = (store.path, rel, token)
     t = frag.mtime()
-    out = {"fragment.yaml": StateFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
-                                      lambda: _summary_state(frag), mtime=t)}
+    out = {"fragment.yaml": BytesFile(guarded(lambda: to_yaml(fragment_summary(frag)), problems, rel, "fragment"),
+                                      WhileState(lambda: _summary_state(frag)), mtime=t)}
     out.update(own.metadata_children(frag, key, fixed))
     out.update({
-        "tiles.csv": CachedFile(store.cache, ("tiles.csv", key),
-                                guarded(lambda: tiles_csv(frag), problems, rel, "tile list"), immutable=fixed,
-                                mtime=t),
+        "tiles.csv": BytesFile(guarded(lambda: tiles_csv(frag), problems, rel, "tile list"),
+                               InCache(store.cache, ("tiles.csv", key), immutable=fixed), mtime=t),
         "attrs": StaticDir(guarded_children(lambda: _field_dirs(frag, False, key, fixed), frag), immutable=fixed,
                            mtime=t),
         "dims": StaticDir(guarded_children(lambda: _field_dirs(frag, True, key, fixed), frag), immutable=fixed,
@@ -258,15 +257,11 @@ class CoordsDimTile(FileNode):
     def read(self, offset: int, size: int) -> bytes:
         frag = self._frag
         try:  # split once, not on every 128 KiB read
-            data = frag.store.cache.get_or_make(("coords_bin", self._key, self._j, self._k), lambda: _with_cost(
+            data = frag.store.cache.get_or_make(("coords_bin", self._key, self._j, self._k), lambda: with_cost(
                 frag.coords_column(self._coords, self._k, self._j).tobytes()))
         except Exception as exc:
             raise ViewError(str(exc)) from None
         return data[offset:offset + size]
-
-
-def _with_cost(data: bytes):
-    return data, len(data) + 64
 
 
 def _coords_dim_files(frag: FragmentLike, coords, j: int, key, fixed: bool) -> dict:
@@ -276,17 +271,17 @@ def _coords_dim_files(frag: FragmentLike, coords, j: int, key, fixed: bool) -> d
     ntiles = frag.tile_count(coords.idx)
     info_where, where = own.coords_where(frag, coords)
     out = {"info.yaml": yaml_file(lambda: own.coords_dim_info(frag, coords, j), frag.problems, info_where,
-                                  "field info", immutable=fixed, mtime=t)}
+                                  "field info", keep=kept(fixed), mtime=t)}
     for k in range(ntiles):
         out[f"tile_{k}.bin"] = CoordsDimTile(frag, coords, j, k, key, t, fixed)
-        out[f"tile_{k}.txt"] = CachedFile(
-            frag.store.cache, ("coords_txt", key, j, k),
+        out[f"tile_{k}.txt"] = BytesFile(
             guarded(lambda k=k: fixed_cells_text(frag.coords_column(coords, k, j), 1, is_string, None),
-                    frag.problems, where, f"tile {k}"), immutable=fixed, mtime=t)
-        out[f"tile_{k}.yaml"] = CachedFile(
-            frag.store.cache, ("coords_yaml", key, j, k),
+                    frag.problems, where, f"tile {k}"),
+            InCache(frag.store.cache, ("coords_txt", key, j, k), immutable=fixed), mtime=t)
+        out[f"tile_{k}.yaml"] = BytesFile(
             guarded(lambda k=k: to_yaml(own.coords_dim_record(frag, coords, j, k)), frag.problems, where,
-                    f"tile {k}"), immutable=fixed, mtime=t)
+                    f"tile {k}"),
+            InCache(frag.store.cache, ("coords_yaml", key, j, k), immutable=fixed), mtime=t)
     return out
 
 
@@ -295,7 +290,7 @@ def _tile_files(frag: FragmentLike, field, key, fixed: bool) -> dict:
     ntiles = frag.tile_count(field.idx)
     t = frag.mtime()
     out = {"info.yaml": yaml_file(lambda: own.field_info(frag, field), frag.problems, frag.rel, "field info",
-                                  immutable=fixed, mtime=t)}
+                                  keep=kept(fixed), mtime=t)}
     cache = frag.store.cache
     where = f"{frag.rel}/{field.stem}"
     for k in range(ntiles):
@@ -304,12 +299,12 @@ def _tile_files(frag: FragmentLike, field, key, fixed: bool) -> dict:
             out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR, t, fixed)
         if field.nullable:
             out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY, t, fixed)
-        out[f"tile_{k}.txt"] = CachedFile(cache, ("txt", key, field.idx, k),
-                                          guarded(lambda k=k: tile_text(frag, field, k), frag.problems, where,
-                                                  f"tile {k}"), immutable=fixed, mtime=t)
-        out[f"tile_{k}.yaml"] = CachedFile(cache, ("tileyaml", key, field.idx, k),
-                                           guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
-                                                   where, f"tile {k}"), immutable=fixed, mtime=t)
+        out[f"tile_{k}.txt"] = BytesFile(guarded(lambda k=k: tile_text(frag, field, k), frag.problems, where,
+                                                  f"tile {k}"),
+                                          InCache(cache, ("txt", key, field.idx, k), immutable=fixed), mtime=t)
+        out[f"tile_{k}.yaml"] = BytesFile(guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
+                                                   where, f"tile {k}"),
+                                           InCache(cache, ("tileyaml", key, field.idx, k), immutable=fixed), mtime=t)
     return out
 
 
@@ -359,7 +354,7 @@ class TileDBViews:
         t = frag.mtime()
         return {
             "footer.yaml": yaml_file(lambda: footer_view(frag), frag.problems, f"{frag.rel}/{frag.METADATA_FILE}",
-                                     "footer", immutable=fixed, mtime=t),
+                                     "footer", keep=kept(fixed), mtime=t),
             "rtree": StaticDir(guarded_children(lambda: _rtree_children(frag, key, fixed), frag), immutable=fixed,
                                mtime=t),
         }
@@ -370,9 +365,9 @@ class TileDBViews:
         store, rel, problems, t = frag.store, frag.rel, frag.problems, frag.mtime()
         return {
             # the byte map of every file: every generic tile is decoded for it, as `tdbfs check` does
-            "layout.csv": CachedFile(store.cache, ("layout.csv", key),
-                                     guarded(lambda: _decoded(frag) and layout_views.layout_csv(frag), problems, rel,
-                                             "byte map"), immutable=fixed, mtime=t),
+            "layout.csv": BytesFile(guarded(lambda: _decoded(frag) and layout_views.layout_csv(frag), problems, rel,
+                                             "byte map"),
+                                    InCache(store.cache, ("layout.csv", key), immutable=fixed), mtime=t),
             "layout": StaticDir(guarded_children(lambda: layout_views.layout_children(frag), frag),
                                 immutable=fixed, mtime=t),
             "hex": StaticDir(guarded_children(lambda: layout_views.hex_children(frag), frag),
@@ -513,9 +508,9 @@ def _rtree_children(frag: Fragment, key, fixed: bool) -> dict:
         def render(level=level):
             rows = describe_rtree_level(rtree, level)
             return to_csv(header, ([i] + list(row) for i, row in enumerate(rows)))
-        out[f"level_{level}.csv"] = CachedFile(frag.store.cache, ("rtree", key, level),
-                                               guarded(render, frag.problems, frag.rel, "R-tree"), immutable=fixed,
-                                               mtime=frag.mtime())
+        out[f"level_{level}.csv"] = BytesFile(guarded(render, frag.problems, frag.rel, "R-tree"),
+                                              InCache(frag.store.cache, ("rtree", key, level), immutable=fixed),
+                                              mtime=frag.mtime())
     return out
 
 

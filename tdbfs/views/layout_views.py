@@ -11,8 +11,8 @@ from typing import Callable
 
 from ..store import byte_map
 from ..store.fragment import Fragment
-from .common import CachedFile, KeyedDir, guarded
-from .nodes import BytesFile, DirNode, FileNode
+from .common import KeyedDir, guarded
+from .nodes import BytesFile, DirNode, FileNode, InCache
 from .render import to_csv
 
 COLUMNS = ["start", "end", "length", "structure", "detail"]
@@ -35,9 +35,10 @@ def layout_csv(frag: Fragment) -> bytes:
 def layout_children(frag: Fragment) -> dict:
     t = frag.mtime()
     token = frag.cache_token()  # a fragment still being written is mapped again when its files change
-    return {f"{name}.csv": CachedFile(frag.store.cache, ("layout", frag.rel, token, name),
-                                      guarded(lambda name=name: layout_file_csv(frag, name), frag.problems,
-                                              frag._file(name), "byte map"), immutable=token == 0, mtime=t)
+    return {f"{name}.csv": BytesFile(guarded(lambda name=name: layout_file_csv(frag, name), frag.problems,
+                                             frag._file(name), "byte map"),
+                                     InCache(frag.store.cache, ("layout", frag.rel, token, name), immutable=token == 0),
+                                     mtime=t)
             for name in byte_map.fragment_file_names(frag)}
 
 
@@ -52,10 +53,11 @@ def hex_children(frag: Fragment) -> dict:
     token = frag.cache_token()
     out = {}
     for region in byte_map.metadata_regions(frag):  # from headers alone: listing hex/ decodes nothing
-        out[f"{hex_name(region.name)}.txt"] = CachedFile(
-            frag.store.cache, ("hex", frag.rel, token, region.name, region.start),
+        out[f"{hex_name(region.name)}.txt"] = BytesFile(
             guarded(lambda region=region: hex_text(frag, name, region), frag.problems, frag._file(name),
-                    f"hex view of {region.name}"), immutable=token == 0, mtime=t)
+                    f"hex view of {region.name}"),
+            InCache(frag.store.cache, ("hex", frag.rel, token, region.name, region.start), immutable=token == 0),
+            mtime=t)
     return out
 
 
@@ -117,12 +119,12 @@ def array_file_dirs(store, files: Callable[[], list[str]]) -> dict[str, DirNode]
         return KeyedDir(names, lambda name: make(listed[name]), mode=FileNode.mode)
 
     def layout_node(rel: str):
-        return ArrayFileView(store, rel, "array layout",
-                             guarded(lambda: array_layout_csv(store, rel), store.problems, rel, "byte map"))
+        return array_file_view(store, rel, "array layout",
+                               guarded(lambda: array_layout_csv(store, rel), store.problems, rel, "byte map"))
 
     def hex_node(rel: str):
-        return ArrayFileView(store, rel, "array hex",
-                             guarded(lambda: array_hex_text(store, rel), store.problems, rel, "hex view"))
+        return array_file_view(store, rel, "array hex",
+                               guarded(lambda: array_hex_text(store, rel), store.problems, rel, "hex view"))
 
     is_tile = lambda rel: byte_map.array_file_kind(rel) == byte_map.GENERIC
     return {"layout": folder(".csv", lambda rel: True, layout_node), "hex": folder(".txt", is_tile, hex_node)}
@@ -143,37 +145,20 @@ def array_hex_text(store, rel: str) -> bytes:
     return hex_dump(data, m.ranges, os.path.basename(rel), what, 0, len(data))
 
 
-class ArrayFileView(BytesFile):
+def array_file_view(store, rel: str, kind: str, render) -> BytesFile:
     """A view of one array-level file, kept in the store's cache under the file's size and mtime.
 
     Unlike a fragment's files, these come and go while mounted (commits, vacuum) and a damaged
     one may be rewritten in place: a view of an older version must not outlive it."""
-
-    immutable = False
-
-    def __init__(self, store, rel: str, kind: str, render):
-        super().__init__(render)
-        self._store, self._rel, self._kind = store, rel, kind
-
-    def _stat(self):
+    def key():
         try:
-            return self._store.stat(self._rel)
+            st = store.stat(rel)
+            version = (st.size, st.mtime_ns)
         except OSError:
-            return None
+            version = None
+        return (kind, store.path, rel, version)
 
-    def data(self) -> bytes:
-        st = self._stat()
-        version = (st.size, st.mtime_ns) if st is not None else None
-        return self._store.cache.get_or_make((self._kind, self._store.path, self._rel, version),
-                                             lambda: _with_cost(self._render()))
-
-    def mtime(self) -> float:
-        st = self._stat()
-        return st.mtime if st is not None else 0.0
-
-
-def _with_cost(data: bytes):
-    return data, len(data) + 64
+    return BytesFile(render, InCache(store.cache, key, immutable=False), mtime=lambda: store.mtime(rel))
 
 
 def hexdump_line(offset: int, chunk: bytes) -> str:

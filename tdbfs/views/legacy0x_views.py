@@ -1,4 +1,4 @@
-"""The tree of a TileDB 0.x array (VIEWS.md, "TileDB 0.x arrays and GenomicsDB workspaces").
+"""The tree of a TileDB 0.x array (README.md, "TileDB 0.x arrays and GenomicsDB workspaces").
 
 Same shape as a 2.x array: README.txt, array.yaml, schema/, fragments/<name>/ with
 fragment.yaml, book_keeping.yaml (instead of footer.yaml), rtree/, tiles.csv, attrs/, dims/,
@@ -20,10 +20,11 @@ from ..store.fragment_interface import DATA
 from ..store.legacy0x import SCHEMA_FILE, Legacy0xArrayStore, Legacy0xWorkspaceStore
 from ..store.legacy0x_fragment import BOOK_KEEPING_FILE, Legacy0xFragment, escape_name
 from ..store.problems import unique
-from .common import CachedFile, KeyedDir, LiveFile, guarded, yaml_file
+from .common import KeyedDir, guarded, yaml_file
 from .describe.legacy0x import describe_book_keeping, describe_codec, describe_legacy0x_name, describe_legacy0x_schema
 from .fragment_views import fragment_dir, guarded_children, tile_record
-from .nodes import BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
+from .nodes import (FOREVER, LIVE, PER_OPEN, BytesFile, DirNode, DynamicDir, FileNode, InCache, StaticDir, SymlinkNode,
+                    ViewError, kept)
 from .render import to_csv, to_yaml
 
 SCHEMA_VIEW = SCHEMA_FILE + ".yaml"
@@ -40,9 +41,9 @@ def build_legacy0x_root(store) -> DirNode:
 def workspace_root(ws: Legacy0xWorkspaceStore) -> DirNode:
     root = workspace_files(ws)
     mtime = lambda: root.mtime("")
-    readme = BytesFile(lambda: WORKSPACE_README.encode(), immutable=True, mtime=root.mtime(""))
-    summary = LiveFile(guarded(lambda: to_yaml(workspace_summary(ws)), ws.problems, "", "workspace summary"),
-                       mtime=root.mtime(""))
+    readme = BytesFile(lambda: WORKSPACE_README.encode(), FOREVER, mtime=root.mtime(""))
+    summary = BytesFile(guarded(lambda: to_yaml(workspace_summary(ws)), ws.problems, "", "workspace summary"), LIVE,
+                        mtime=root.mtime(""))
     arrays = KeyedDir(lambda: [escape_name(p) for p in ws.array_paths()],
                       lambda name: _lazy_array(ws, unescape_name(name)), mtime=mtime)
     files = KeyedDir(lambda: [n for n, _ in ws.other_files()], lambda name: StoreFile(root, name), mtime=mtime)
@@ -121,13 +122,13 @@ def workspace_summary(ws: Legacy0xWorkspaceStore) -> dict:
 def array_root(store: Legacy0xArrayStore) -> DirNode:
     problems = store.problems
     mtime = lambda: store.mtime("")
-    readme = BytesFile(lambda: ARRAY_README.encode(), immutable=True, mtime=store.mtime(""))
-    summary = LiveFile(guarded(lambda: to_yaml(array_summary(store)), problems, "", "array summary"),
-                       mtime=store.mtime(""))
+    readme = BytesFile(lambda: ARRAY_README.encode(), FOREVER, mtime=store.mtime(""))
+    summary = BytesFile(guarded(lambda: to_yaml(array_summary(store)), problems, "", "array summary"), LIVE,
+                        mtime=store.mtime(""))
     schema_dir = KeyedDir(lambda: [SCHEMA_VIEW, "current.yaml"] if store.schema_files() else [],
                           lambda name: SymlinkNode(SCHEMA_VIEW) if name == "current.yaml" else yaml_file(
-                              lambda: describe_legacy0x_schema(store.legacy0x_schema()), problems, SCHEMA_FILE, "0.x array schema",
-                              immutable=False, mtime=store.mtime(SCHEMA_FILE)), mtime=mtime)
+                              lambda: describe_legacy0x_schema(store.legacy0x_schema()), problems, SCHEMA_FILE,
+                              "0.x array schema", keep=PER_OPEN, mtime=store.mtime(SCHEMA_FILE)), mtime=mtime)
     fragments = KeyedDir(store.fragment_paths, lambda name: fragment_dir(store, name), mtime=mtime)
     return DynamicDir(lambda: {"README.txt": readme, "array.yaml": summary, "schema": schema_dir,
                                "fragments": fragments}, mtime)
@@ -166,7 +167,7 @@ class Legacy0xViews:
         return {
             "book_keeping.yaml": yaml_file(lambda: describe_book_keeping(frag.book_keeping(), frag.schema()),
                                            frag.problems, f"{frag.rel}/{BOOK_KEEPING_FILE}", "book-keeping",
-                                           immutable=fixed, mtime=t),
+                                           keep=kept(fixed), mtime=t),
             "rtree": StaticDir(guarded_children(lambda: _mbrs(frag, key, fixed), frag), immutable=fixed, mtime=t),
         }
 
@@ -279,9 +280,9 @@ def _mbrs(frag: Legacy0xFragment, key, fixed: bool) -> dict:
         mbrs = frag.book_keeping().mbrs
         return to_csv(header, ([i] + m.reshape(-1).tolist() for i, m in enumerate(mbrs)))
 
-    return {"level_0.csv": CachedFile(frag.store.cache, ("zero rtree", key), guarded(render, frag.problems, frag.rel,
-                                                                                    "MBRs"),
-                                      immutable=fixed, mtime=frag.mtime())}
+    return {"level_0.csv": BytesFile(guarded(render, frag.problems, frag.rel, "MBRs"),
+                                     InCache(frag.store.cache, ("zero rtree", key), immutable=fixed),
+                                     mtime=frag.mtime())}
 
 
 # -- names -------------------------------------------------------------------------------------

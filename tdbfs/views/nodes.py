@@ -98,40 +98,142 @@ class DynamicDir(DirNode):
         return self._mtime() if self._mtime else 0.0
 
 
+class Keep:
+    """How long a BytesFile serves one rendering: the only thing its kinds differ in.
+
+    This base is PER_OPEN: rendered once, and again at each `fresh()` (the front ends call it once
+    per open of a file that is not immutable)."""
+
+    immutable = False   # never changes once rendered: front ends let the kernel cache it
+
+    def data(self, f: "BytesFile") -> bytes:
+        if f._data is None:
+            f._data = f._render()
+        return f._data
+
+    def fresh(self, f: "BytesFile") -> bytes:
+        f._data = None
+        return self.data(f)
+
+    def size(self, f: "BytesFile") -> int:
+        return len(self.data(f))
+
+
+class _Forever(Keep):
+    immutable = True
+
+    def fresh(self, f: "BytesFile") -> bytes:
+        return self.data(f)
+
+
+class _Live(Keep):
+    """Rendered again at every stat: array-wide summaries that grow as problems are found."""
+
+    def size(self, f: "BytesFile") -> int:
+        return len(self.fresh(f))
+
+    def fresh(self, f: "BytesFile") -> bytes:
+        # a render can find problems (a schema that does not decode) that change the render itself:
+        # render again until two agree, so what is served is complete and current
+        data = f._render()
+        for _ in range(3):
+            again = f._render()
+            if again == data:
+                break
+            data = again
+        f._data = data
+        return data
+
+
+#: contents that never change (a committed fragment's views, README.txt)
+FOREVER = _Forever()
+#: may change between opens (commit views of a fragment still being written)
+PER_OPEN = Keep()
+#: may change at any moment (array.yaml, merged.yaml)
+LIVE = _Live()
+
+
+def kept(fixed: bool) -> Keep:
+    """FOREVER for the views of a committed fragment, else PER_OPEN."""
+    return FOREVER if fixed else PER_OPEN
+
+
+class WhileState(Keep):
+    """Rendered again only when `state()` changes, or always while it is None (fragment.yaml: only
+    its commit and vacuum status and its problems can change). One per file."""
+
+    def __init__(self, state: Callable[[], object]):
+        self._state = state
+        self._seen = None
+
+    def data(self, f: "BytesFile") -> bytes:
+        for _ in range(4):
+            state = self._state()
+            if f._data is not None and state is not None and state == self._seen:
+                break
+            f._data = f._render()
+            self._seen = self._state()
+            if self._seen is None or self._seen == state:
+                break  # nothing the render found changed what it shows (or nothing can tell)
+        return f._data
+
+    def fresh(self, f: "BytesFile") -> bytes:
+        return self.data(f)
+
+
+class InCache(Keep):
+    """The bytes live in the store's bounded cache under `key`, not in the node: per-tile text and
+    YAML, which are many and may be large. A callable `key` is asked at each access (array-level
+    files, whose views must not outlive the version of the file they show)."""
+
+    def __init__(self, cache, key, immutable: bool = True):
+        self._cache = cache
+        self._key = key
+        self.immutable = immutable
+
+    def data(self, f: "BytesFile") -> bytes:
+        key = self._key() if callable(self._key) else self._key
+        return self._cache.get_or_make(key, lambda: with_cost(f._render()))
+
+    def fresh(self, f: "BytesFile") -> bytes:
+        return self.data(f)
+
+
+def with_cost(data: bytes) -> tuple[bytes, int]:
+    """(data, what it costs the cache): the bytes plus the object around them."""
+    return data, len(data) + 64
+
+
 class BytesFile(FileNode):
-    """A file whose whole content is rendered once by a function (YAML, CSV, text).
+    """A file whose whole content a function renders (YAML, CSV, text), kept as `keep` says.
 
-    The render is done lazily on the first size() or read(); an exception from
-    it becomes ViewError on every access.
-    """
+    The render is done lazily on the first size() or read(); an exception from it becomes
+    ViewError on every access. `mtime` is a number or a function giving one."""
 
-    def __init__(self, render: Callable[[], bytes], immutable: bool = False, mtime: float = 0.0):
+    def __init__(self, render: Callable[[], bytes], keep: Keep = PER_OPEN, mtime: float | Callable[[], float] = 0.0):
         self._render = render
         self._data: bytes | None = None
-        self.immutable = immutable
+        self._keep = keep
+        self.immutable = keep.immutable
         self._mtime = mtime
 
     def data(self) -> bytes:
-        if self._data is None:
-            self._data = self._render()
-        return self._data
+        return self._keep.data(self)
 
     def fresh(self) -> bytes:
         """The bytes as of now. Front ends take one such rendering per open of a file that is not
         immutable and serve every read and fstat of that open from it, so size and bytes agree and
         no read mixes two renderings."""
-        if not self.immutable:
-            self._data = None
-        return self.data()
+        return self._keep.fresh(self)
 
     def size(self) -> int:
-        return len(self.data())
+        return self._keep.size(self)
 
     def read(self, offset: int, size: int) -> bytes:
         return self.data()[offset:offset + size]
 
     def mtime(self) -> float:
-        return self._mtime
+        return self._mtime() if callable(self._mtime) else self._mtime
 
 
 class PathError(KeyError):

@@ -1,12 +1,12 @@
-"""The root of the tree (VIEWS.md) and its array-level folders."""
+"""The root of the tree (README.md, "A tour of the tree") and its array-level folders."""
 
 from __future__ import annotations
 
 import os
 
 from ..store import ArrayStore
-from .common import KeyedDir, LiveFile, guarded, yaml_file
-from .nodes import BytesFile, DirNode, DynamicDir, FileNode, SymlinkNode, ViewError
+from .common import KeyedDir, guarded, yaml_file
+from .nodes import FOREVER, LIVE, PER_OPEN, BytesFile, DirNode, DynamicDir, FileNode, SymlinkNode, ViewError
 from .readme import README_TEXT
 from .render import to_yaml
 from . import array_views
@@ -39,9 +39,9 @@ def build_root(store: ArrayStore) -> DirNode:
             out["labels"] = labels_dir
         return out
 
-    readme = BytesFile(lambda: README_TEXT.encode(), immutable=True, mtime=store.mtime(""))
-    array_yaml = LiveFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"),
-                          mtime=store.mtime(""))
+    readme = BytesFile(lambda: README_TEXT.encode(), FOREVER, mtime=store.mtime(""))
+    array_yaml = BytesFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"),
+                           LIVE, mtime=store.mtime(""))
     schema_dir = _schema_dir(store)
     metadata_dir = KeyedDir(*_with_byte_maps(
         store, lambda: ["merged.yaml"] + [os.path.basename(f) + ".yaml" for f in store.metadata_files()],
@@ -127,8 +127,8 @@ def _schema_dir(store: ArrayStore) -> DirNode:
                 store, lambda: [os.path.basename(f) + ".yaml" for f in store.enumeration_files()],
                 lambda n: _enumeration_file(store, n), store.enumeration_files))
         rel = store.schema_path(name[:-5])
-        return yaml_file(lambda: array_views.schema_view(store, rel), store.problems, rel, "array schema",
-                         mtime=store.mtime(rel))
+        return yaml_file(lambda: array_views.schema_view(store, rel), store.problems,
+                         rel, "array schema", mtime=store.mtime(rel))
 
     return KeyedDir(*_with_byte_maps(store, schema_names, make, store.schema_files),
                     mtime=lambda: store.mtime("__schema"))
@@ -146,26 +146,26 @@ class _CurrentSchemaLink(SymlinkNode):
 
 def _enumeration_file(store, name):
     rel = store.enumeration_path(name[:-5])
-    return yaml_file(lambda: array_views.enumeration_view(store, rel), store.problems, rel, "enumeration",
-                     mtime=store.mtime(rel))
+    return yaml_file(lambda: array_views.enumeration_view(store, rel), store.problems,
+                     rel, "enumeration", mtime=store.mtime(rel))
 
 
 def _metadata_file(store, name):
     if name == "merged.yaml":
-        return LiveFile(guarded(lambda: to_yaml(array_views.merged_metadata(store)), store.problems,
-                                "__meta", "array metadata"))
+        return BytesFile(guarded(lambda: to_yaml(array_views.merged_metadata(store)), store.problems,
+                                "__meta", "array metadata"), LIVE)
     rel = store.metadata_path(name[:-5])
-    return yaml_file(lambda: array_views.metadata_file_view(store, rel), store.problems, rel, "array metadata",
-                     mtime=store.mtime(rel))
+    return yaml_file(lambda: array_views.metadata_file_view(store, rel), store.problems,
+                     rel, "array metadata", mtime=store.mtime(rel))
 
 
 def _commit_file(store, name):
     rel = store.commit_path(name[:-5])
-    return yaml_file(lambda: array_views.commit_view(store, rel), store.problems, rel, "commit file",
-                     immutable=False, mtime=store.mtime(rel))
+    return yaml_file(lambda: array_views.commit_view(store, rel), store.problems,
+                     rel, "commit file", keep=PER_OPEN, mtime=store.mtime(rel))
 
 
 def _fragment_meta_file(store, name):
     rel = store.fragment_meta_path(name[:-5])
-    return yaml_file(lambda: array_views.fragment_meta_view(store, rel), store.problems, rel,
-                     "consolidated fragment metadata", mtime=store.mtime(rel))
+    return yaml_file(lambda: array_views.fragment_meta_view(store, rel), store.problems,
+                     rel, "consolidated fragment metadata", mtime=store.mtime(rel))

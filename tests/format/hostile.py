@@ -574,7 +574,7 @@ def _name_call(d: bytes):
 
 
 # ---------------------------------------------------------------------------
-# TileDB 0.x structures, built by hand after FORMAT_0x.md
+# TileDB 0.x structures, built by hand after docs/format-0x.md
 
 def _s(text: str) -> bytes:
     raw = text.encode()
@@ -736,7 +736,7 @@ def build_typed_filters(path: Path) -> str:
 
 def backcompat_root() -> str | None:
     repo = Path(__file__).resolve().parents[2]
-    for cand in (repo / "tests" / "data" / "backcompat_arrays", Path("/work/shared/backcompat_arrays"),
+    for cand in (repo / "tests" / "data" / "backcompat_arrays",
                  Path(os.environ.get("TDBFS_BACKCOMPAT_ARRAYS", "/nonexistent"))):
         if cand.is_dir():
             return str(cand)

@@ -1,7 +1,7 @@
 """TileDB 0.x decoders on bytes: schema, book-keeping, fragment names, tile codecs.
 
 Library-written arrays are checked in tests/test_legacy0x_arrays.py; here the decoders face the
-spec's forms (FORMAT_0x.md) built by hand, truncation and corruption.
+spec's forms (docs/format-0x.md) built by hand, truncation and corruption.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _s(text: str) -> bytes:
 
 
 def original_schema(dense=False, extents=None, compression=(1, 0, 2)) -> bytes:
-    """An original Intel-HLS schema (FORMAT_0x.md steps 2-9): attrs a1:int32, a2:char var,
+    """An original Intel-HLS schema (docs/format-0x.md steps 2-9): attrs a1:int32, a2:char var,
     int64 coordinates d1, d2 on [0,3] x [0,7]."""
     out = _s("/ws/arr") + struct.pack("<Bbbq", int(dense), 0, 0, 4)
     out += struct.pack("<i", 2) + _s("a1") + _s("a2") + struct.pack("<i", 2) + _s("d1") + _s("d2")
@@ -87,7 +87,7 @@ def test_schema_rejects_trailing_bytes_and_unknown_version():
 
 
 def book_keeping_bytes() -> bytes:
-    """Book-keeping of a 2-tile sparse fragment of original_schema() (FORMAT_0x.md)."""
+    """Book-keeping of a 2-tile sparse fragment of original_schema() (docs/format-0x.md)."""
     q = lambda *v: struct.pack(f"<{len(v)}q", *v)
     out = q(32) + q(0, 3, 0, 7)                     # non-empty domain
     out += q(2) + q(0, 1, 0, 5) + q(2, 3, 2, 7)     # MBRs

@@ -1,4 +1,4 @@
-"""Unit tests of the numeric reversers on hand-made chunks (FORMAT.md §3.3).
+"""Unit tests of the numeric reversers on hand-made chunks (docs/format.md §3.3).
 
 The filters as TileDB writes them today are checked against real arrays in
 tests/test_filters_match_tiledb.py; here are the layouts TileDB no longer writes

@@ -285,7 +285,7 @@ def test_hilbert_and_defaults(tmp_path):
     assert_schema_matches(ours, tiledb.ArraySchema.load(uri))
     d = describe_schema(ours)
     assert d["cell_order"] == "hilbert" and d["capacity"] == 10000
-    # the defaults of FORMAT.md §4.1
+    # the defaults of docs/format.md §4.1
     assert d["coords_filters"] == {"max_chunk_size": 65536, "filters": [
         {"name": "ZSTD", "id": 2, "options": {"compressor": "ZSTD", "level": -1}}]}
     assert d["validity_filters"]["filters"][0]["options"] == {"compressor": "RLE", "level": -1}

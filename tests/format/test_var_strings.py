@@ -1,4 +1,4 @@
-"""The var-string RLE / DICTIONARY reversers (FORMAT.md §3.4) on their own: the record chain,
+"""The var-string RLE / DICTIONARY reversers (docs/format.md §3.4) on their own: the record chain,
 corrupt tiles written by TileDB and then damaged, and DICTIONARY refused off var strings."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fragment metadata (FORMAT.md §5): `__fragment_metadata.tdb`, its footer and its sub-structures.
+"""Fragment metadata (docs/format.md §5): `__fragment_metadata.tdb`, its footer and its sub-structures.
 
 One module per structure, each decoding bytes the caller has already read:
 

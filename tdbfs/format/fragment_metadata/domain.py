@@ -10,18 +10,24 @@ def _range_value(raw: bytes, dt: Datatype):
     return decode_scalar(raw, dt)
 
 
+def read_var_range(cur: Cursor, what: str) -> tuple[bytes, bytes]:
+    """The (start, end) bytes of one var-sized range: `u64 range_len, u64 start_len, bytes`."""
+    at = cur.pos
+    r_len = cur.u64(f"{what} range length")
+    s_len = cur.u64(f"{what} start length")
+    if s_len > r_len:
+        raise cur.error(f"{what}: start length {s_len} exceeds range length {r_len}", at)
+    raw = cur.bytes(r_len, f"{what} range")
+    return raw[:s_len], raw[s_len:]
+
+
 def read_ranges(cur: Cursor, dims, what: str) -> tuple:
     """Per dimension (min, max): fixed `min,max`, var `u64 range_len, u64 start_len, bytes`."""
     out = []
     for j, d in enumerate(dims):
         if d.var_sized:
-            at = cur.pos
-            r_len = cur.u64(f"{what} dimension {j} range length")
-            s_len = cur.u64(f"{what} dimension {j} start length")
-            if s_len > r_len:
-                raise cur.error(f"{what} dimension {j}: start length {s_len} exceeds range length {r_len}", at)
-            raw = cur.bytes(r_len, f"{what} dimension {j} range")
-            out.append((_range_value(raw[:s_len], d.datatype), _range_value(raw[s_len:], d.datatype)))
+            start, end = read_var_range(cur, f"{what} dimension {j}")
+            out.append((_range_value(start, d.datatype), _range_value(end, d.datatype)))
         else:
             cs = d.coord_size
             raw = cur.bytes(2 * cs, f"{what} dimension {j} range")

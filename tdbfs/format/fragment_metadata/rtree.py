@@ -9,6 +9,7 @@ import numpy as np
 from ..cursor import Cursor
 from ..datatypes import Datatype, decode_scalar
 from ..errors import safety_net
+from .domain import read_var_range
 
 
 @dataclass(frozen=True)
@@ -80,14 +81,8 @@ def parse_rtree(payload, file: str, schema_dims, version: int, *, within: str = 
             for m in range(n):
                 for j, d in enumerate(dims):
                     if d.var_sized:
-                        at = cur.pos
-                        r_len = cur.u64(f"level {lv} MBR {m} dimension {j} range length")
-                        s_len = cur.u64(f"level {lv} MBR {m} dimension {j} start length")
-                        if s_len > r_len:
-                            raise cur.error(f"level {lv} MBR {m} dimension {j}: start length {s_len} "
-                                            f"exceeds range length {r_len}", at)
-                        raw = cur.bytes(r_len, f"level {lv} MBR {m} dimension {j} range")
-                        cols[j].append((_var_value(raw[:s_len], d.datatype), _var_value(raw[s_len:], d.datatype)))
+                        start, end = read_var_range(cur, f"level {lv} MBR {m} dimension {j}")
+                        cols[j].append((_var_value(start, d.datatype), _var_value(end, d.datatype)))
                     else:
                         fixed_cols[j].append(cur.bytes(2 * d.coord_size, f"level {lv} MBR {m} dimension {j} range"))
             ranges = tuple(cols[j] if d.var_sized else

@@ -1,4 +1,4 @@
-"""`__book_keeping.tdb.gz` of a 0.x fragment (FORMAT_0x.md, "__book_keeping.tdb.gz").
+"""`__book_keeping.tdb.gz` of a 0.x fragment (docs/format-0x.md, "__book_keeping.tdb.gz").
 
 The file is one gzip stream; inside, all little-endian:
 non-empty domain, MBRs, bounding coordinates, tile offsets (attributes then coordinates),

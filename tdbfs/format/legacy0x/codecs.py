@@ -1,4 +1,4 @@
-"""Per-tile compression of 0.x data files (FORMAT_0x.md, "Data files"): decompress, then undo the
+"""Per-tile compression of 0.x data files (docs/format-0x.md, "Data files"): decompress, then undo the
 pre-filter. Each tile is one independent stream: GZIP a zlib stream, ZSTD a frame, LZ4 a raw
 block, RLE runs of `value + u16 big-endian length`, BLOSC a blosc frame; pre-filters (delta,
 bitshuffle) ran before the compressor, so they are undone after it.

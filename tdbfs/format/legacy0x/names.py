@@ -1,4 +1,4 @@
-"""0.x fragment folder names (FORMAT_0x.md; Intel-HLS / GenomicsDB `Array::new_fragment_name`).
+"""0.x fragment folder names (docs/format-0x.md; Intel-HLS / GenomicsDB `Array::new_fragment_name`).
 
 The writer names a fragment `__<writer id>_<ms since the epoch>`; the writer id is, by
 version, a process id, a thread id (seed 004 shows it in hex, `0x7fff9c84b3c0`), a MAC

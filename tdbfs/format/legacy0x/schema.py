@@ -1,4 +1,4 @@
-"""`__array_schema.tdb` of a 0.x array (FORMAT_0x.md, "__array_schema.tdb"): not compressed.
+"""`__array_schema.tdb` of a 0.x array (docs/format-0x.md, "__array_schema.tdb"): not compressed.
 
 Original Intel-HLS files start with the array name; GenomicsDB's fork prefixes a version
 tag `u32 0xFFFFFFFF - version` and a workspace string, and adds compression levels (v>=1)
@@ -176,7 +176,7 @@ def parse_schema(data: bytes, file: str = "__array_schema.tdb") -> Legacy0xSchem
         offsets = [c.u8("offsets compression") for _ in range(n)]
         offsets_levels = [_signed8(c, "offsets compression level") for _ in range(n)]
     else:
-        # Before v2 a var attribute's offsets share its compressor (FORMAT_0x.md), at the default level.
+        # Before v2 a var attribute's offsets share its compressor (docs/format-0x.md), at the default level.
         offsets = [x & 0x0F for x in compression[:n]]
         offsets_levels = [DEFAULT_LEVELS.get(x) for x in offsets]
     if not c.at_end():

@@ -1,4 +1,4 @@
-"""One module per family of filters, each holding the reversers of FORMAT.md §3.3-§3.4.
+"""One module per family of filters, each holding the reversers of docs/format.md §3.3-§3.4.
 
 A reverser is `reverse(spec, md, data, stage) -> (md, data, record)`: it takes the
 chunk's current metadata and data (memoryviews), undoes its filter, and returns

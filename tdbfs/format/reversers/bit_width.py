@@ -1,4 +1,4 @@
-"""BIT_WIDTH_REDUCTION (FORMAT.md §3.3): a pass-through filter with a window header.
+"""BIT_WIDTH_REDUCTION (docs/format.md §3.3): a pass-through filter with a window header.
 
 Header: `u32 original_length, u32 n_windows`, then per window `T window_min,
 u8 bits (8|16|32|64), u32 window_bytes`. A window is stored as is when `bits` is

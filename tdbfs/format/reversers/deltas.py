@@ -1,4 +1,4 @@
-"""DOUBLE_DELTA, DELTA and POSITIVE_DELTA (FORMAT.md §3.3).
+"""DOUBLE_DELTA, DELTA and POSITIVE_DELTA (docs/format.md §3.3).
 
 DOUBLE_DELTA and DELTA are compressors (absorbing: every metadata and data part
 is coded on its own, behind the shared part-size header of compressors.py).

@@ -1,4 +1,4 @@
-"""AES-256-GCM (filter 11, FORMAT.md §3.3): the key, the part headers, and decryption.
+"""AES-256-GCM (filter 11, docs/format.md §3.3): the key, the part headers, and decryption.
 
 TileDB encrypts each part (metadata parts, then data parts) on its own with a
 random 12-byte IV and no additional data, and keeps IV and 16-byte tag in its

@@ -1,4 +1,4 @@
-"""SCALE_FLOAT (FORMAT.md §3.3): floats stored as round((x - offset) / scale) in signed
+"""SCALE_FLOAT (docs/format.md §3.3): floats stored as round((x - offset) / scale) in signed
 integers of `byte_width` bytes. Lossy: the reverse gives TileDB's read, not the value written.
 
 Header `u32 nparts, nparts x u32 stored_part_len`. float_scaling_filter.cc reverses

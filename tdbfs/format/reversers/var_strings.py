@@ -1,4 +1,4 @@
-"""RLE and DICTIONARY on var-sized strings (FORMAT.md §3.4): the var bytes and the offsets they embed.
+"""RLE and DICTIONARY on var-sized strings (docs/format.md §3.4): the var bytes and the offsets they embed.
 
 When the var tile of a STRING_ASCII field has RLE first in its pipeline (format
 >= 12) or DICTIONARY (>= 13), or a STRING_UTF8 field either (>= 17), TileDB

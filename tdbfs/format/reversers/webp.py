@@ -1,4 +1,4 @@
-"""WEBP (FORMAT.md §3.3): each part is a WebP (RIFF) image of one whole tile.
+"""WEBP (docs/format.md §3.3): each part is a WebP (RIFF) image of one whole tile.
 
 Header `u32 nparts, nparts x u32 encoded_len`. TileDB decodes with libwebp's
 WebPDecode{RGB,RGBA,BGR,BGRA} according to the filter's format option; here Pillow

@@ -1,4 +1,4 @@
-"""XOR (FORMAT.md §3.3): a pass-through filter over signed integers of the stage type's width.
+"""XOR (docs/format.md §3.3): a pass-through filter over signed integers of the stage type's width.
 
 Header `u32 nparts, nparts x u32 part_len`; each part holds `x0, x1^x0, x2^x1, ...`,
 so a running XOR (np.bitwise_xor.accumulate) restores it.

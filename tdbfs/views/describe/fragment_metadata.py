@@ -17,7 +17,7 @@ def _plain(value):
 
 
 def describe_footer(footer: Footer) -> dict:
-    """The footer as plain data with the fixed keys of `footer.yaml` (VIEWS.md), in spec order.
+    """The footer as plain data with the fixed keys of `footer.yaml` (scripts read them), in spec order.
 
     Fields the footer's version does not have are left out; a null non-empty
     domain is `None`.
@@ -98,7 +98,7 @@ def describe_fragment_summary(summary: tuple[FragmentFieldSummary, ...], fields)
 
 
 def describe_legacy_footer(meta: LegacyFragmentMetadata, dense: bool) -> dict:
-    """footer.yaml of a format 1/2 fragment: the footer keys it has (VIEWS.md), then the inline lists."""
+    """footer.yaml of a format 1/2 fragment: the footer keys it has, then the inline lists."""
     d = describe_footer(legacy_footer(meta, dense))
     for key in ("generic_tile_offsets", "footer_length"):
         d.pop(key, None)
