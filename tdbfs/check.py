@@ -14,7 +14,7 @@ offset; nothing here prints, and the array is only ever read.
 
 from __future__ import annotations
 
-import os
+import posixpath
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -95,7 +95,7 @@ class _Checker:
             self._array_files(store, steps)
         done = 3
         for rel in fragments:
-            self.progress(done, steps, os.path.basename(rel))
+            self.progress(done, steps, posixpath.basename(rel))
             self._fragment(store, store.fragment(rel))
             done += 1
         if not store.legacy0x_layout:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import posixpath
 
 
 def _timestamps(store, rel: str) -> dict | None:
@@ -40,7 +40,7 @@ def array_summary(store) -> dict:
     committed = store.committed_fragment_names()
     out["counts"] = {
         "fragments": len(paths),
-        "committed_fragments": sum(1 for p in paths if os.path.basename(p) in committed),
+        "committed_fragments": sum(1 for p in paths if posixpath.basename(p) in committed),
         "schemas": len(store.schema_files()),
         "enumerations": len(store.enumeration_files()),
         "commit_files": len(commits),
@@ -93,7 +93,7 @@ def enumeration_view(store, rel: str) -> dict:
 
 def metadata_file_view(store, rel: str) -> dict:
     from .describe.array_metadata import describe_metadata_record
-    base = os.path.basename(rel)
+    base = posixpath.basename(rel)
     out: dict = {"file": rel}
     if base.endswith(".vac"):
         out["kind"] = "vacuum list of metadata files"
@@ -121,7 +121,7 @@ def merged_metadata(store) -> dict:
 
 def commit_view(store, rel: str) -> dict:
     from .describe.commits import describe_condition_commit, describe_consolidated_commits
-    base = os.path.basename(rel)
+    base = posixpath.basename(rel)
     out: dict = {"file": rel, "size": store.file_size(rel)}
     timestamps = _timestamps(store, rel)
     if timestamps:

@@ -5,7 +5,7 @@ array-level files (schemas, enumerations, commits, metadata, .meta files): `arra
 from __future__ import annotations
 
 import bisect
-import os
+import posixpath
 import re
 from typing import Callable
 
@@ -110,7 +110,7 @@ def array_file_dirs(store, files: Callable[[], list[str]]) -> dict[str, DirNode]
             now: dict[str, str] = {}
             for rel in files():
                 if wanted(rel):
-                    now.setdefault(os.path.basename(rel) + suffix, rel)  # one name in two folders: the first
+                    now.setdefault(posixpath.basename(rel) + suffix, rel)  # one name in two folders: the first
             listed.clear()
             listed.update(now)
             return list(now)
@@ -142,7 +142,7 @@ def array_hex_text(store, rel: str) -> bytes:
     except OSError:   # the map says why in its one row; the dump shows that row and no byte
         data = b""
     what = m.regions[0].name if m.regions else byte_map.array_tile_name(rel)
-    return hex_dump(data, m.ranges, os.path.basename(rel), what, 0, len(data))
+    return hex_dump(data, m.ranges, posixpath.basename(rel), what, 0, len(data))
 
 
 def array_file_view(store, rel: str, kind: str, render) -> BytesFile:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import posixpath
 
 from ..store import ArrayStore
 from .common import KeyedDir, guarded, yaml_file
@@ -44,14 +44,14 @@ def build_root(store: ArrayStore) -> DirNode:
                            LIVE, mtime=store.mtime(""))
     schema_dir = _schema_dir(store)
     metadata_dir = KeyedDir(*_with_byte_maps(
-        store, lambda: ["merged.yaml"] + [os.path.basename(f) + ".yaml" for f in store.metadata_files()],
+        store, lambda: ["merged.yaml"] + [posixpath.basename(f) + ".yaml" for f in store.metadata_files()],
         lambda name: _metadata_file(store, name), store.metadata_files), mtime=lambda: store.mtime("__meta"))
     commits_dir = KeyedDir(*_with_byte_maps(
-        store, lambda: [os.path.basename(f) + ".yaml" for f in store.commit_files()],
+        store, lambda: [posixpath.basename(f) + ".yaml" for f in store.commit_files()],
         lambda name: _commit_file(store, name), store.commit_files), mtime=lambda: store.mtime("__commits"),
         mode=lambda name: DirNode.mode if name in _MAP_DIRS else FileNode.mode)
     fragment_meta_dir = KeyedDir(*_with_byte_maps(
-        store, lambda: [os.path.basename(f) + ".yaml" for f in store.fragment_meta_files()],
+        store, lambda: [posixpath.basename(f) + ".yaml" for f in store.fragment_meta_files()],
         lambda name: _fragment_meta_file(store, name), store.fragment_meta_files),
         mtime=lambda: store.mtime("__fragment_meta"))
     listed: dict = {}  # name -> relative path, from the last listing (no isdir per fragment to find it again)
@@ -59,7 +59,7 @@ def build_root(store: ArrayStore) -> DirNode:
     def fragment_names():
         paths = store.fragment_paths()
         listed.clear()
-        listed.update((os.path.basename(p), p) for p in paths)
+        listed.update((posixpath.basename(p), p) for p in paths)
         return list(listed)
 
     fragments_dir = KeyedDir(
@@ -111,7 +111,7 @@ def _label_array(store: ArrayStore, name: str) -> DirNode:
 
 def _schema_dir(store: ArrayStore) -> DirNode:
     def schema_names():
-        out = [os.path.basename(f) + ".yaml" for f in store.schema_files()]
+        out = [posixpath.basename(f) + ".yaml" for f in store.schema_files()]
         latest = store.latest_schema_file()
         if latest:
             out.append("current.yaml")
@@ -124,7 +124,7 @@ def _schema_dir(store: ArrayStore) -> DirNode:
             return _CurrentSchemaLink(store)
         if name == "enumerations":
             return KeyedDir(*_with_byte_maps(
-                store, lambda: [os.path.basename(f) + ".yaml" for f in store.enumeration_files()],
+                store, lambda: [posixpath.basename(f) + ".yaml" for f in store.enumeration_files()],
                 lambda n: _enumeration_file(store, n), store.enumeration_files))
         rel = store.schema_path(name[:-5])
         return yaml_file(lambda: array_views.schema_view(store, rel), store.problems,
@@ -141,7 +141,7 @@ class _CurrentSchemaLink(SymlinkNode):
     @property
     def target(self) -> str:
         latest = self._store.latest_schema_file()
-        return os.path.basename(latest) + ".yaml" if latest else ""
+        return posixpath.basename(latest) + ".yaml" if latest else ""
 
 
 def _enumeration_file(store, name):
