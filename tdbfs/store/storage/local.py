@@ -68,10 +68,7 @@ class LocalStorage(Storage):
         try:
             # lstat first: a device is never even opened (opening some has effects); O_NOFOLLOW and
             # the fstat below close the race with an entry swapped in between
-            try:
-                st = os.lstat(name, dir_fd=dfd)
-            except FileNotFoundError:
-                raise FileNotFoundError(errno.ENOENT, "no such file", rel) from None
+            st = _lstat_at(dfd, name, rel)
             if not stat.S_ISREG(st.st_mode):
                 self._raise_not_file(dfd, name, rel)
             try:
@@ -128,10 +125,7 @@ class LocalStorage(Storage):
         head, _, name = rel.rpartition("/")
         dfd = self._open_dir(head)
         try:
-            try:
-                st = os.lstat(name, dir_fd=dfd)
-            except FileNotFoundError:
-                raise FileNotFoundError(errno.ENOENT, "no such file", rel) from None
+            st = _lstat_at(dfd, name, rel)
             target = _readlink(name, dfd) if stat.S_ISLNK(st.st_mode) else None
         finally:
             os.close(dfd)
@@ -191,6 +185,14 @@ def _pread_all(fd: int, size: int, offset: int) -> bytes:
         parts.append(more)
         got += len(more)
     return b"".join(parts)
+
+
+def _lstat_at(dir_fd: int, name: str, rel: str) -> os.stat_result:
+    """lstat of `name` in the open folder `dir_fd`; FileNotFoundError naming `rel` when absent."""
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no such file", rel) from None
 
 
 def _readlink(name: str, dir_fd: int) -> str | None:
