@@ -534,7 +534,6 @@ def test_views_read_files_only_through_the_store(corpus, monkeypatch):
     import tdbfs.views.legacy0x_views as zv
     assert not hasattr(zv, "os")
     ws = open_array(corpus["ws"])
-    files = zv.workspace_files(ws)
     calls = []
     from tdbfs.store.base_store import BaseStore
     cls = BaseStore  # the workspace's and its arrays' reads alike
@@ -549,7 +548,7 @@ def test_views_read_files_only_through_the_store(corpus, monkeypatch):
     resolve(root, "files/callset.json").mtime()
     assert calls == ["mtime"]
     with pytest.raises(ViewError):
-        zv.StoreFile(files, "no_such_file.json").read(0, 10)
+        zv.StoreFile(ws, "no_such_file.json").read(0, 10)
     path, _ = corpus["arrays"]["sparse_gzip"]
     frag = committed_fragments(path)[0]
     calls.clear()

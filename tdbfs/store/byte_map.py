@@ -481,7 +481,7 @@ def file_map(frag: Fragment, name: str) -> FileMap:
         m = _build(frag, name, size)
         return m, 350 * len(m.ranges) + 200  # measured with tracemalloc: ~350 B a range, strings included
 
-    return frag.store.cache.get_or_make(("byte_map", frag.rel, frag.cache_token(), name, size), make)
+    return frag.store.cache.get_or_make(("byte_map", frag.store.path, frag.rel, frag.cache_token(), name, size), make)
 
 
 def _build(frag: Fragment, name: str, size: int) -> FileMap:

@@ -301,10 +301,6 @@ class Fragment(FragmentFolder):
             return self.cells_per_full_tile()
         return footer.last_tile_cell_num if k == footer.sparse_tile_num - 1 else self.schema().capacity
 
-    def cell_count(self) -> int:
-        n = self.tile_count()
-        return 0 if n == 0 else (n - 1) * self.cells_per_full_tile() + self.tile_cell_num(n - 1)
-
     def unfiltered_size(self, field, k: int, stream: str) -> int:
         """Exact decoded size from metadata alone (no tile is read)."""
         cells = self.tile_cell_num(k)
@@ -402,7 +398,7 @@ class Fragment(FragmentFolder):
 
     def tile(self, field, k: int, stream: str) -> DecodedTile:
         """Tile k of one stream, decoded once and kept in the store's cache."""
-        key = ("tile", self.rel, self.cache_token(), field.idx, k, stream)
+        key = self._tile_key(field, k, stream)
         try:
             return self.store.cache.get_or_make(key, lambda: self._decode(field, k, stream))
         except FileNotFoundError:
@@ -449,8 +445,11 @@ class Fragment(FragmentFolder):
                 return
         except Exception:
             return
-        self.store.cache.make_soon(("tile", self.rel, self.cache_token(), field.idx, k, stream),
-                                   lambda: self._decode(field, k, stream))
+        self.store.cache.make_soon(self._tile_key(field, k, stream), lambda: self._decode(field, k, stream))
+
+    def _tile_key(self, field, k: int, stream: str) -> tuple:
+        # the store's path too: arrays may share one cache
+        return ("tile", self.store.path, self.rel, self.cache_token(), field.idx, k, stream)
 
     def _decode(self, field, k: int, stream: str):
         """(decoded tile k, its byte cost in the cache)."""

@@ -129,3 +129,8 @@ class FragmentFolder:
 
     def mtime(self) -> float:
         return self.store.mtime(self.rel)
+
+    def cell_count(self) -> int:
+        """Cells in the fragment, from the tile counts both layouts give (store/fragment_interface.py)."""
+        n = self.tile_count()
+        return 0 if n == 0 else (n - 1) * self.cells_per_full_tile() + self.tile_cell_num(n - 1)

@@ -23,9 +23,11 @@ WORKSPACE_MARKER = "__tiledb_workspace.tdb"
 
 
 class Legacy0xArrayStore(ArrayStore):
-    """A 0.x array folder. What it shares with a TileDB 2.x array is answered the same way (its schema
-    file is __array_schema.tdb; it has no commit, metadata or enumeration folders, so their listings
-    are empty); its schema's encoding, its fragments and what its listings show differ."""
+    """A 0.x array folder. What it shares with a TileDB 2.x array is answered the same way: its schema
+    file is __array_schema.tdb, and a 0.x writer makes no commit, metadata, enumeration or
+    consolidated-metadata files, so those listings come out empty (files a user dropped in with those
+    names would be listed, as in any array). Its schema's encoding, its fragments and what its
+    listings show differ."""
 
     legacy0x_layout = "array"
 

@@ -154,10 +154,6 @@ class Legacy0xFragment(FragmentFolder):
             return self.book_keeping().last_tile_cell_num
         return self.cells_per_full_tile()
 
-    def cell_count(self) -> int:
-        n = self.tile_count()
-        return 0 if n == 0 else (n - 1) * self.cells_per_full_tile() + self.tile_cell_num(n - 1)
-
     def codec(self, field: Legacy0xField, stream: str):
         if field.kind == COORDS:
             return self.schema().coords_compression

@@ -37,7 +37,7 @@ def layout_children(frag: Fragment) -> dict:
     token = frag.cache_token()  # a fragment still being written is mapped again when its files change
     return {f"{name}.csv": BytesFile(guarded(lambda name=name: layout_file_csv(frag, name), frag.problems,
                                              frag._file(name), "byte map"),
-                                     InCache(frag.store.cache, ("layout", frag.rel, token, name), immutable=token == 0),
+                                     InCache(frag.store.cache, ("layout", frag.store.path, frag.rel, token, name), immutable=token == 0),
                                      mtime=t)
             for name in byte_map.fragment_file_names(frag)}
 
@@ -56,7 +56,7 @@ def hex_children(frag: Fragment) -> dict:
         out[f"{hex_name(region.name)}.txt"] = BytesFile(
             guarded(lambda region=region: hex_text(frag, name, region), frag.problems, frag._file(name),
                     f"hex view of {region.name}"),
-            InCache(frag.store.cache, ("hex", frag.rel, token, region.name, region.start), immutable=token == 0),
+            InCache(frag.store.cache, ("hex", frag.store.path, frag.rel, token, region.name, region.start), immutable=token == 0),
             mtime=t)
     return out
 

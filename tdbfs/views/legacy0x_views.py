@@ -39,14 +39,13 @@ def build_legacy0x_root(store) -> DirNode:
 # -- workspace --------------------------------------------------------------------------
 
 def workspace_root(ws: Legacy0xWorkspaceStore) -> DirNode:
-    root = workspace_files(ws)
-    mtime = lambda: root.mtime("")
-    readme = BytesFile(lambda: WORKSPACE_README.encode(), FOREVER, mtime=root.mtime(""))
+    mtime = lambda: ws.mtime("")
+    readme = BytesFile(lambda: WORKSPACE_README.encode(), FOREVER, mtime=ws.mtime(""))
     summary = BytesFile(guarded(lambda: to_yaml(workspace_summary(ws)), ws.problems, "", "workspace summary"), LIVE,
-                        mtime=root.mtime(""))
+                        mtime=ws.mtime(""))
     arrays = KeyedDir(lambda: [escape_name(p) for p in ws.array_paths()],
                       lambda name: _lazy_array(ws, unescape_name(name)), mtime=mtime)
-    files = KeyedDir(lambda: [n for n, _ in ws.other_files()], lambda name: StoreFile(root, name), mtime=mtime)
+    files = KeyedDir(lambda: [n for n, _ in ws.other_files()], lambda name: StoreFile(ws, name), mtime=mtime)
     return DynamicDir(lambda: {"README.txt": readme, "workspace.yaml": summary, "arrays": arrays, "files": files},
                       mtime)
 
@@ -60,15 +59,6 @@ def _lazy_array(ws: Legacy0xWorkspaceStore, rel: str) -> DirNode:
         return holder["root"].children()
 
     return DynamicDir(children, lambda: ws.array(rel).mtime(""))
-
-
-def workspace_files(ws: Legacy0xWorkspaceStore):
-    """What reads the files at the workspace root: the workspace store itself once it reads files,
-    else an array store rooted there (as `ws.array` roots one at each array), whose reads never
-    follow a symlink nor open anything but a regular file."""
-    if all(hasattr(ws, m) for m in ("pread", "file_size", "mtime")):
-        return ws
-    return Legacy0xArrayStore(ws.path, cache=ws.cache)
 
 
 class StoreFile(FileNode):
