@@ -140,8 +140,36 @@ _tdbfs_venv() {
     echo "$want" >"$stamp_file"
 }
 
+# Debian's chromium: the picture tests render the SVG views to PNG with it, headless.
+_tdbfs_chromium() {
+    command -v chromium >/dev/null 2>&1 && return 0
+    if ! _tdbfs_is_root; then
+        _tdbfs_log "warning: not root, cannot install chromium with apt-get; the picture rendering tests will skip"
+        return 0
+    fi
+    _tdbfs_apt_install chromium || _tdbfs_log "warning: apt-get install chromium failed"
+}
+
+# Azurite, the Azure Blob Storage emulator tests/test_gcs_azure.py runs (from npm, into the project's
+# .npm/), with Debian's nodejs and npm when they are missing.
+_tdbfs_azurite() {
+    [ -x "$TDBFS_ROOT/.npm/node_modules/.bin/azurite-blob" ] && return 0
+    if ! command -v npm >/dev/null 2>&1 && _tdbfs_is_root; then
+        _tdbfs_apt_install nodejs npm || _tdbfs_log "warning: apt-get install nodejs npm failed"
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+        _tdbfs_log "warning: no npm: the Azure emulator tests will skip"
+        return 0
+    fi
+    _tdbfs_log "npm install --prefix .npm azurite"
+    npm install --prefix "$TDBFS_ROOT/.npm" --no-audit --no-fund azurite@3 </dev/null >/dev/null 2>&1 \
+        || _tdbfs_log "warning: npm install azurite failed: the Azure emulator tests will skip"
+}
+
 tdbfs_setup() {
     _tdbfs_system_packages
+    _tdbfs_azurite
+    _tdbfs_chromium
     _tdbfs_dev_fuse
     _tdbfs_venv
     # TileDB 0.x test arrays are written by the TileDB library inside this wheel (through ctypes, so --no-deps)

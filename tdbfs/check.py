@@ -8,8 +8,11 @@ file sizes and tile offsets against the files, fragment folders against commit
 markers, vacuum lists against live fragments, `__fragment_meta` footers against
 each fragment's own. Fragments of both layouts are checked alike, through the
 fragment interface (store/fragment_interface.py); a 0.x workspace is checked
-array by array. A failure is one problem naming file, structure and byte
-offset; nothing here prints, and the array is only ever read.
+array by array. A TileDB group is checked member by member, recursively, after its
+own files (details, metadata) and its listing (members missing, folders that are
+not members, duplicate names); each member gets its own result. A failure is one
+problem naming file, structure and byte offset; nothing here prints, and the
+array is only ever read.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .problem import ERROR, WARNING, Problem  # noqa: F401 -- WARNING: states TileDB itself leaves behind
+from .problem import ERROR, WARNING, Problem, unique  # noqa: F401 -- WARNING: states TileDB itself leaves behind
 from .store.fragment_interface import streams
+from .store.group_store import Cycle, GroupStore, MemberError
+from .store.prefetch import prefetch_tiles
 
 
 @dataclass
@@ -27,6 +32,8 @@ class CheckResult:
     array: str
     problems: list[Problem] = field(default_factory=list)
     counts: dict = field(default_factory=dict)    # what was decoded: fragments, tiles, generic tiles, ...
+    #: a group's: one result per member, recursively (their problems are also in `problems`)
+    members: list["CheckResult"] | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -41,28 +48,40 @@ class CheckResult:
         return not self.errors
 
     def summary(self) -> str:
+        """One line; for a group, one per member (recursively) and the group's own last."""
+        if self.members is not None:
+            own = self._line(f"group of {self.counts.get('members', 0)} members, ")
+            return "\n".join([m.summary() for m in self.members] + [own])
+        return self._line()
+
+    def _line(self, kind: str = "") -> str:
         c = self.counts
         what = (f"{c.get('fragments', 0)} fragments, {c.get('tiles', 0)} tiles, "
                 f"{c.get('generic_tiles', 0)} generic tiles, {c.get('files', 0)} files")
         verdict = "clean" if self.clean else f"{len(self.errors)} problems"
         warn = f", {len(self.warnings)} warnings" if self.warnings else ""
-        return f"{self.array}: {verdict}{warn} ({what} checked)"
+        return f"{self.array}: {kind}{verdict}{warn} ({what} checked)"
 
     def to_dict(self) -> dict:
-        return {"array": self.array, "clean": self.clean, "errors": len(self.errors),
-                "warnings": len(self.warnings), "counts": dict(self.counts),
-                "problems": [p.printable().to_dict() for p in self.problems]}
+        out = {"array": self.array, "clean": self.clean, "errors": len(self.errors),
+               "warnings": len(self.warnings), "counts": dict(self.counts),
+               "problems": [p.printable().to_dict() for p in self.problems]}
+        if self.members is not None:
+            out["members"] = [m.to_dict() for m in self.members]
+        return out
 
 
 Progress = Callable[[int, int, str], None]
 
 
 def check_array(store, progress: Progress | None = None) -> CheckResult:
-    """Check the array of `store` (an ArrayStore, a 0.x array store, or a 0.x workspace store, whose every
-    array is checked); never raises for damage it finds.
+    """Check the array of `store` (an ArrayStore, a 0.x array store, a 0.x workspace store, whose every
+    array is checked, or a GroupStore, whose every member is); never raises for damage it finds.
 
     Everything is decoded through the store, which records what fails; the result lists the store's
     findings, the list array.yaml shows, so a mount that has read everything says the same."""
+    if isinstance(store, GroupStore):
+        return _check_group(store, progress)
     checker = _Checker(store, progress or (lambda done, total, what: None))
     if store.legacy0x_layout == "workspace":
         for rel in store.array_paths():
@@ -114,14 +133,7 @@ class _Checker:
         for rel in store.enumeration_files():
             self._generic_file(store, rel, "enumeration", store.enumeration)
         self.progress(1, steps, "array metadata")
-        for rel in store.metadata_files():
-            if rel.endswith(".tmp"):
-                continue
-            if rel.endswith(".vac"):
-                self.count("files")
-                store.attempt(lambda rel=rel: store.vacuum_file(rel), rel, "vacuum file")
-                continue
-            self._generic_file(store, rel, "array metadata", store.array_metadata)
+        self._metadata_files(store)
         self.progress(2, steps, "commits")
         for rel in store.commit_files():
             self.count("files")
@@ -130,11 +142,22 @@ class _Checker:
             elif rel.endswith(".ign"):
                 store.attempt(lambda rel=rel: store.ignore_file(rel), rel, "ignore file")
             elif rel.endswith(".con"):
-                store.attempt(lambda rel=rel: store.consolidated_commits(rel), rel, "consolidated commits")
+                store.attempt(lambda rel=rel: store.embedded_conditions(rel), rel, "consolidated commits")
             elif rel.endswith((".del", ".upd")):
                 self.count("files", -1)
                 kind = "delete condition" if rel.endswith(".del") else "update condition"
                 self._generic_file(store, rel, kind, store.condition)
+
+    def _metadata_files(self, store) -> None:
+        """`__meta/` of an array or a group."""
+        for rel in store.metadata_files():
+            if rel.endswith(".tmp"):
+                continue
+            if rel.endswith(".vac"):
+                self.count("files")
+                store.attempt(lambda rel=rel: store.vacuum_file(rel), rel, "vacuum file")
+                continue
+            self._generic_file(store, rel, "array metadata", store.array_metadata)
 
     def _generic_file(self, store, rel: str, structure: str, parse) -> None:
         self.count("files")
@@ -152,6 +175,7 @@ class _Checker:
         frag.attempt(lambda: frag.parsed_name, frag.rel, "fragment name")
         self.count("generic_tiles", frag.decode_metadata())
         fields = frag.attempt(frag.stored_fields, md, "fields")
+        prefetch_tiles(store, frag, fields)   # an object store's GETs in parallel, each byte once
         for f in fields or ():
             ntiles = frag.attempt(lambda f=f: frag.tile_count(f.idx), md, f"tile offsets of {f.stem}")
             for stream in streams(f):
@@ -159,3 +183,50 @@ class _Checker:
                     if frag.attempt(lambda k=k, f=f, stream=stream: frag.tile(f, k, stream),
                                     f"{frag.rel}/{f.stem}", f"tile {k}") is not None:
                         self.count("tiles")
+
+
+# -- groups ------------------------------------------------------------------------------------
+
+def _check_group(store: GroupStore, progress: Progress | None) -> CheckResult:
+    """The group's own files, then every member it lists (a member that is a group: recursively;
+    one leading back to a group above it: not again). Member results name files from the group's
+    folder (`obs/__fragments/...`), or from the member's own location when it lies elsewhere."""
+    checker = _Checker(store, progress or (lambda done, total, what: None))
+    members = store.members()
+    checker.progress(0, len(members) + 1, "group details")
+    for rel in store.details_files():
+        checker._generic_file(store, rel, "group details", store.group_details)
+    checker._metadata_files(store)
+    result = checker.result
+    own = store.findings()   # opens every member: those missing are among its problems
+    results = []
+    for i, member in enumerate(members):
+        checker.progress(i + 1, len(members) + 1, member.shown)
+        try:
+            target = store.member_store(member.shown)
+        except MemberError:
+            continue
+        if isinstance(target, Cycle):
+            continue
+        results.append(_prefixed(check_array(target, progress), store.member_prefix(member)))
+    for sub in results:
+        for what, n in sub.counts.items():
+            result.counts[what] = result.counts.get(what, 0) + n
+    result.counts["members"] = len(members)
+    result.members = results
+    result.problems = unique(own, *(sub.problems for sub in results))
+    return result
+
+
+def _prefixed(result: CheckResult, prefix: str, top: bool = True) -> CheckResult:
+    """`result` of the member at `prefix` with its files (and its own members, which its group named
+    from its folder) named from the group's folder; absolute locations stay as they are."""
+    def under(path: str) -> str:
+        if path.startswith("/") or "://" in path:
+            return path
+        return f"{prefix}/{path}" if path else prefix
+
+    problems = [Problem(under(p.file), p.structure, p.offset, p.message, p.severity, p.within)
+                for p in result.problems]
+    members = [_prefixed(m, prefix, False) for m in result.members] if result.members is not None else None
+    return CheckResult(prefix if top else under(result.array), problems, dict(result.counts), members)

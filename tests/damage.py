@@ -1016,6 +1016,8 @@ def explaining_files(view: str) -> tuple[str, str] | None:
     parts = view.split("/")
     if parts[0] == "fragments" and len(parts) >= 2:
         return f"__fragments/{parts[1]}", "__fragments"
+    if parts[0] == "as_of" and len(parts) >= 3:   # as_of/<T>/: the schema in force, or the metadata
+        return "", "__meta" if parts[2] == "metadata.yaml" else "__schema"
     for vf, af in VIEW_FOLDERS:
         if view == vf or view.startswith(vf + "/"):
             rest = view[len(vf) + 1:]

@@ -207,3 +207,22 @@ def daemon_pids(mnt, spawned_only: bool = False) -> list[int]:
             out.append(int(pid))
     return out
 
+
+def tree_contents(mnt, replace: tuple[str, str] = ("", "")) -> dict[str, bytes]:
+    """Every folder (its sorted names) and every file's bytes under a mount, with `replace` applied
+    to the bytes (a remote mount names its URL where the local one names its folder)."""
+    out: dict[str, bytes] = {}
+    old, new = (s.encode() for s in replace)
+    for folder, dirs, files in os.walk(mnt):
+        rel = os.path.relpath(folder, mnt)
+        dirs.sort()
+        out[rel + "/"] = "\n".join(sorted(dirs + files)).encode()
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                out[f"{rel}/{name}"] = os.readlink(path).encode()
+            else:
+                with open(path, "rb") as f:
+                    data = f.read()
+                out[f"{rel}/{name}"] = data.replace(old, new) if old else data
+    return out

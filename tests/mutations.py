@@ -25,7 +25,9 @@ from tdbfs.views.tree import build_root
 
 EIO = "EIO"
 # Views that summarise the whole array or one fragment, and grow as problems are found.
-SUMMARIES = ("array.yaml",)
+SUMMARIES = ("array.yaml", "stats.csv", "fragments.svg", "timeline.csv",)
+#: folders that summarise the array over time: any commit, schema or metadata file changes them
+SUMMARY_FOLDERS = ("as_of/",)
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,8 @@ def fragment_mutations(array: str) -> list[Mutation]:
     cut = a0_offsets[2]
     out.append(Mutation("truncate_data_at_tile_2", truncate(a0_file, cut), a0_file, (cut, a0_size),
                         tuple(f"{fview}/attrs/a0/tile_{j}." for j in range(2, a0_tiles))
-                        + (f"{fview}/fragment.yaml", f"{fview}/raw/a0.tdb", f"{fview}/attrs/a0/info.yaml"),
+                        + (f"{fview}/fragment.yaml", f"{fview}/raw/a0.tdb", f"{fview}/attrs/a0/info.yaml",
+                           f"{fview}/stats.csv"),
                         f"{fview}/attrs/a0/tile_2.bin", fragment=fview))
     # Tiles 0 and 1 swapped in place. Each still decodes (same sizes), so no view can fail; `tdbfs check`
     # finds them through the tile mins/maxes of the fragment metadata.
@@ -247,7 +250,7 @@ def fragment_mutations(array: str) -> list[Mutation]:
     # Deleted and extra files.
     a1_var = f"{frag.rel}/a1_var.tdb"
     out.append(Mutation("delete_var_file", delete(a1_var), a1_var, None,
-                        (f"{fview}/attrs/a1/", f"{fview}/fragment.yaml", f"{fview}/raw/"),
+                        (f"{fview}/attrs/a1/", f"{fview}/fragment.yaml", f"{fview}/raw/", f"{fview}/stats.csv"),
                         f"{fview}/attrs/a1/tile_0.var.bin", fragment=fview))
     commits = [c for c in store.commit_files() if c.endswith(fname + ".wrt")]
     out.append(Mutation("delete_commit", delete(commits[0]), commits[0], None,

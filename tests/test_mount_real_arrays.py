@@ -35,8 +35,8 @@ def test_tree_and_tile_bytes_through_the_mount(sample_arrays, mount):
     (name,) = reference.list_fragments(built.path)
     frag = mnt / "fragments" / name
     assert sorted(os.listdir(frag)) == sorted(
-        ["fragment.yaml", "footer.yaml", "rtree", "tiles.csv", "attrs", "dims", "raw", "layout.csv", "layout",
-         "hex"])
+        ["fragment.yaml", "footer.yaml", "rtree", "stats.csv", "tiles.csv", "attrs", "dims", "fields", "cells",
+         "cells.csv", "raw", "layout.csv", "layout", "hex"])
     # The int32 attribute a0: cat of every tile, concatenated, equals TileDB's read.
     cells = reference.fragment_cells(built.path, name)
     info = reference.fragment_info(built.path, name)

@@ -19,7 +19,7 @@ import pytest
 import tiledb
 
 import arrays
-from mutations import EIO, NAMES, SUMMARIES, copy_array, fragment_mutations, time_limit, walk
+from mutations import EIO, NAMES, SUMMARIES, SUMMARY_FOLDERS, copy_array, fragment_mutations, time_limit, walk
 from tdbfs.check import check_array
 from tdbfs.problem import Problem
 from tdbfs.store import ArrayStore
@@ -64,11 +64,13 @@ def test_mutation(base, name, tmp_path):
     raw = f"{m.fragment}/raw/{os.path.basename(m.file)}"   # the damaged file itself, shown as stored
     # Byte maps of the damaged fragment's files (layout views) map the damaged bytes themselves.
     maps = tuple(f"{m.fragment}/{d}" for d in BYTE_MAPS) if m.fragment else ()
+    # A row of cells/ holds every field of the fragment, so damage to any one changes them.
+    maps += (f"{m.fragment}/cells",) if m.fragment else ()
     # ... and so do the byte maps of a damaged array-level file (schema/layout/<file>.csv, .../hex/<file>.txt)
     base_name = os.path.basename(m.file)
     own_maps = (f"/layout/{base_name}.csv", f"/hex/{base_name}.txt")
     unchanged = [p for p in clean if p not in SUMMARIES and p != raw and not p.endswith(own_maps)
-                 and not any(p.startswith(a) for a in m.affected + maps)]
+                 and not any(p.startswith(a) for a in m.affected + maps + SUMMARY_FOLDERS)]
     differ = [p for p in unchanged if view.get(p) != clean[p]]
     assert not differ, f"{name}: views changed that do not depend on the damage: {differ[:5]}"
     if m.affected != ("",):

@@ -163,7 +163,7 @@ def _check_field(root, folder, ref, info, mask):
 
 
 def _check_rtree(root, base, info):
-    levels = sorted(n for n in resolve(root, f"{base}/rtree").children())
+    levels = sorted(n for n in resolve(root, f"{base}/rtree").children() if n.endswith(".csv"))
     last = levels[-1]
     assert last == f"level_{len(levels) - 1}.csv"
     rows = list(csv.reader(io.StringIO(_read(root, f"{base}/rtree/{last}").decode())))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 from .common import CliError, open_store
@@ -13,8 +12,10 @@ def cmd_check(args) -> int:
     import json
     from ..check import check_array
 
+    from .remote_options import browse_settings, location
+
     try:
-        store = open_store(os.path.abspath(args.array), args.cache_mb, args.key_file)
+        store = open_store(location(args.array), args.cache_mb, args.key_file, remote=browse_settings(args))
     except CliError as exc:
         raise CliError(str(exc), code=2) from None
     tdbfs_log = logging.getLogger("tdbfs")
@@ -22,7 +23,7 @@ def cmd_check(args) -> int:
         tdbfs_log.addHandler(logging.NullHandler())
     show_bar = not args.quiet and not args.json and sys.stderr.isatty()
     try:
-        result = check_array(store, _progress_bar if show_bar else None)
+        result = check_array(store, _progress_bar(store.storage.counters) if show_bar else None)
     except OSError as exc:   # the array itself unreadable (permissions, I/O): could not run
         raise CliError(f"cannot check {args.array}: {exc}", code=2) from None
     if show_bar:
@@ -38,8 +39,19 @@ def cmd_check(args) -> int:
     return 0 if result.clean else 1
 
 
-def _progress_bar(done: int, total: int, what: str) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    sys.stderr.write(f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what[:40]}")
-    sys.stderr.flush()
+def _progress_bar(counters):
+    """The progress callback: steps done, and for an object store the bytes read and requests sent so far."""
+    def show(done: int, total: int, what: str) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        traffic = ""
+        if counters is not None:
+            c = counters.snapshot()
+            traffic = f" {_mib(c.bytes_read)} in {c.requests} requests"
+        sys.stderr.write(f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {done}/{total}{traffic} {what[:40]}")
+        sys.stderr.flush()
+    return show
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 from ..text import shown
@@ -38,13 +37,23 @@ def load_key(key_file: str | None):
         raise CliError(str(exc)) from None
 
 
-def open_store(array: str, cache_mb: int, key_file: str | None = None, key=None):
+def open_store(array: str, cache_mb: int, key_file: str | None = None, key=None, remote=None):
+    """The store of `array`, a local path or an object store's URL; `remote` (RemoteSettings) says how to
+    reach a URL (else each SDK's own credential chain)."""
     from ..store import NotAnArrayError, open_array
+    from ..store.open_array import open_object
+    from ..store.storage import open_storage
+    from ..store.storage.remote import RemoteOpenError
+    from ..urls import is_url
 
     if key is None:
         key = load_key(key_file)
     try:
+        if is_url(array):
+            return open_object(open_storage(array, remote), cache_bytes=cache_mb << 20, key=key)
         return open_array(array, cache_bytes=cache_mb << 20, key=key)
+    except RemoteOpenError as exc:
+        raise CliError(str(exc)) from None
     except FileNotFoundError as exc:
         raise CliError(message_of(exc, f"array not found: {array}")) from None
     except NotAnArrayError as exc:
@@ -58,19 +67,24 @@ def message_of(exc: Exception, default: str) -> str:
     return text if text and len(exc.args) == 1 else default
 
 
-def open_root(array: str, cache_mb: int = DEFAULT_CACHE_MB, key_file: str | None = None):
+def open_root(array: str, cache_mb: int = DEFAULT_CACHE_MB, key_file: str | None = None, remote=None):
     from ..views.tree import build_root
+    from .remote_options import location
 
     # ls/cat/tree report a failing view in their own one-line error; without this,
     # Python's last-resort handler would also print the views' log warning.
     tdbfs_log = logging.getLogger("tdbfs")
     if not tdbfs_log.handlers and not logging.getLogger().handlers:
         tdbfs_log.addHandler(logging.NullHandler())
-    return build_root(open_store(os.path.abspath(array), cache_mb, key_file))
+    return build_root(open_store(location(array), cache_mb, key_file, remote=remote))
 
 
 def root_of(args):
-    # key_file only when given, so that open_root(array, cache_mb) stays the whole interface otherwise
-    if args.key_file:
-        return open_root(args.array, args.cache_mb, key_file=args.key_file)
-    return open_root(args.array, args.cache_mb)
+    from .remote_options import browse_settings
+    from ..urls import is_url
+
+    # keywords only when given, so that open_root(array, cache_mb) stays the whole interface otherwise
+    extra: dict = {"key_file": args.key_file} if args.key_file else {}
+    if is_url(args.array) or getattr(args, "options", None) or getattr(args, "cache_dir", None):
+        extra["remote"] = browse_settings(args)
+    return open_root(args.array, args.cache_mb, **extra)

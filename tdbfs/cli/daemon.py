@@ -15,6 +15,7 @@ import time
 from .. import __version__
 from .common import PROG, CliError
 from .mountpoints import mount_fstype, unmount
+from .sd_notify import ready_once_answering
 
 
 #: glibc malloc tuning for the daemon (docs/performance.md §3: 0.4-0.6 -> 1.0-1.3 GB/s on the decode
@@ -59,6 +60,10 @@ def _setup_logging(log_file: str | None, debug: bool) -> None:
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     if not debug:
         logging.getLogger("fuse").setLevel(logging.WARNING)  # mfusepy's per-call chatter
+    # the object stores' SDKs log request headers and signed URLs at DEBUG: never in tdbfs's log, even --debug
+    for sdk in ("botocore", "aiobotocore", "boto3", "s3fs", "fsspec", "gcsfs", "google", "adlfs", "azure",
+                "aiohttp", "urllib3"):
+        logging.getLogger(sdk).setLevel(logging.WARNING)
 
 
 def run_daemon(args, store, mnt: str, options) -> int:
@@ -75,8 +80,9 @@ def run_daemon(args, store, mnt: str, options) -> int:
     gc.freeze()
     gc.set_threshold(100_000, 50, 1000)
 
-    on_init = None
-    if args.spawned:
+    if not args.spawned:
+        on_init = ready_once_answering(mnt)  # systemd's Type=notify, for `tdbfs mount -f` (sd_notify.py)
+    else:
         def on_init():
             # The mount is live: stop writing to the pipe the parent reads (it sees
             # EOF and knows startup is over); from now on stderr is the log or nothing.
@@ -124,9 +130,14 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None) -> int:
 
     `check()`, run once the daemon is started, may raise CliError: the daemon is then stopped.
     `key` (an EncryptionKey) reaches the daemon through a pipe it reads once (--key-fd)."""
+    from .remote_options import fuse_items, remote_items, write_secrets
+
     cmd = [sys.executable, "-S", "-m", "tdbfs.cli", "mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
-    for opt in args.options:
+    # the options that carry secrets go through a pipe: argv stays in /proc, readable by all (ps)
+    for opt in fuse_items(args.options) + remote_items(args.options, secret=False):
         cmd += ["-o", opt]
+    if getattr(args, "cache_dir", None):
+        cmd += ["--cache-dir", os.path.abspath(args.cache_dir)]
     if args.log:
         cmd += ["--log", os.path.abspath(args.log)]
     if args.debug:
@@ -142,6 +153,10 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None) -> int:
             os.close(write_fd)
         pass_fds = (read_fd,)
         cmd += ["--key-fd", str(read_fd)]
+    secrets_fd = write_secrets(remote_items(args.options, secret=True))
+    if secrets_fd is not None:
+        pass_fds += (secrets_fd,)
+        cmd += ["--secrets-fd", str(secrets_fd)]
     cmd += ["--", array, mnt]
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -7,11 +7,15 @@ import sys
 
 from ..format.errors import FormatError
 from ..text import shown
+from . import fstab
 from .common import CliError, error
 from .parser import UsageError, build_parser
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if fstab.is_helper_call(argv):  # `tdbfs SOURCE MNT -o OPTS`, as mount.fuse3 runs it for fuse.tdbfs
+        return fstab.main(argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -7,20 +7,26 @@ import os
 from .common import CliError, load_key, open_store
 from .daemon import read_key_fd, run_daemon, spawn_daemon
 from .mountpoints import check_mountpoint, mount_fstype, unmount
+from .remote_options import fuse_items, location, read_secrets, remote_items, settings
 
 
 def cmd_mount(args) -> int:
-    array = os.path.abspath(args.array)
+    from ..urls import is_url
+
+    array = location(args.array)
     mnt = os.path.abspath(args.mountpoint)
     if args.foreground:
         from .. import fuse_ops
         # before numpy or the store start threads that would otherwise take the signal
         fuse_ops.catch_stop_signals()
         key = read_key_fd(args.key_fd) if args.key_fd is not None else None
+        secrets = read_secrets(args.secrets_fd) if args.secrets_fd is not None else []
         options = fuse_options(args)
-        if "fsname" not in option_keys(args.options):
-            options.fsname = fuse_ops.default_fsname(array)
-        store = open_store(array, args.cache_mb, args.key_file, key=key)
+        if "fsname" not in option_keys(fuse_items(args.options)):
+            options.fsname = array if is_url(array) else fuse_ops.default_fsname(array)
+        # listings of an object store are trusted as long as the kernel keeps the names found in them
+        remote = settings(remote_items(args.options) + secrets, options.lookup_ttl(), args.cache_dir)
+        store = open_store(array, args.cache_mb, args.key_file, key=key, remote=remote)
         check_mountpoint(mnt, array)  # a spawned daemon too: it starts before its parent has checked
         problem = fuse_ops.fuse_problem()
         if problem:
@@ -32,10 +38,13 @@ def cmd_mount(args) -> int:
     # and the parent's other checks (options, FUSE) run meanwhile on the other core. Any
     # failure then stops the daemon. The array itself is checked by the daemon, whose error
     # becomes ours.
+    def remote():   # made only where the store is opened here: it imports the store, which the daemon waits for
+        return settings(remote_items(args.options), cache_dir=args.cache_dir)
+
     try:
         check_mountpoint(mnt, array)
     except CliError:
-        open_store(array, args.cache_mb, args.key_file)  # an unusable array is reported first, as always
+        open_store(array, args.cache_mb, args.key_file, remote=remote())  # an unusable array is reported first
         raise
     # read here, handed over through a pipe: the daemon's environment and argv, which
     # stay in /proc for the life of the mount, never hold the key or where it is
@@ -44,9 +53,10 @@ def cmd_mount(args) -> int:
     def check():
         from .. import fuse_ops
         fuse_options(args)
+        remote()   # a backend option that cannot be used is a usage error, here as in the daemon
         problem = fuse_ops.fuse_problem()
         if problem:
-            open_store(array, args.cache_mb, key=key)
+            open_store(array, args.cache_mb, key=key, remote=remote())
             raise CliError(f"FUSE is not available: {problem}")
     return spawn_daemon(args, array, mnt, check=check, key=key)
 
@@ -58,7 +68,7 @@ def option_keys(option_strings) -> set:
 def fuse_options(args):
     from .. import fuse_ops
     try:
-        return fuse_ops.FuseOptions.parse(args.options, debug=False)
+        return fuse_ops.FuseOptions.parse(fuse_items(args.options), debug=False)
     except ValueError as exc:
         raise CliError(str(exc), code=2) from None
 

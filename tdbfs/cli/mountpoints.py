@@ -60,6 +60,8 @@ def check_mountpoint(mnt: str, array: str) -> None:
             raise CliError(f"mount point {mnt} is not empty")
     except PermissionError:
         raise CliError(f"cannot use mount point {mnt}: permission denied") from None
+    if "://" in array:   # an object store's URL: no local folder to be inside of
+        return
     real_mnt, real_array = os.path.realpath(mnt), os.path.realpath(array)
     if os.path.commonpath([real_mnt, real_array]) == real_array:
         raise CliError(f"mount point {mnt} must not be inside the array")

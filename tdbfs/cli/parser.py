@@ -60,11 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "returns once the mount answers.",
                        epilog="mount options (-o): threads (multi-threaded daemon), attr_timeout=S,\n"
                               "entry_timeout=S, negative_timeout=S, fsname=NAME, allow_other, and any\n"
-                              "other libfuse option. Not supported: rw, large_read.\n\n"
+                              "other libfuse option. Not supported: rw, large_read.\n"
+                              + REMOTE_OPTIONS_HELP + "\n"
                               "examples:\n  tdbfs mount /data/my_array /mnt/arr\n"
                               "  tdbfs mount -o allow_other --cache-mb 2048 /data/my_array /mnt/arr\n"
+                              "  tdbfs mount -o s3.endpoint_url=http://minio:9000 s3://bucket/array /mnt/arr\n"
                               "  tdbfs mount -f --debug --log /tmp/tdbfs.log /data/my_array /mnt/arr\n")
-    p.add_argument("array", metavar="ARRAY", help="TileDB array folder")
+    p.add_argument("array", metavar="ARRAY", help="TileDB array folder, or its URL (s3://, gs://, az://)")
     p.add_argument("mountpoint", metavar="MNT", help="empty folder to mount on")
     p.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground (the daemon itself)")
     p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT]",
@@ -76,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
     p.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--key-fd", type=int, default=None, help=argparse.SUPPRESS)  # the key from the parent
+    p.add_argument("--cache-dir", metavar="DIR", help=CACHE_DIR_HELP)
+    p.add_argument("--secrets-fd", type=int, default=None, help=argparse.SUPPRESS)  # secret -o items, from the parent
     p.set_defaults(func=cmd_mount)
 
     p = sub.add_parser("umount", aliases=["unmount"], help="unmount a tdbfs mount", formatter_class=fmt,
@@ -94,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    _add_remote_arguments(p)
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("cat", help="write one file of the view to stdout (no FUSE needed)", formatter_class=fmt,
@@ -104,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    _add_remote_arguments(p)
     p.set_defaults(func=cmd_cat)
 
     p = sub.add_parser("tree", help="show the view as an indented tree (no FUSE needed)", formatter_class=fmt,
@@ -115,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    _add_remote_arguments(p)
     p.set_defaults(func=cmd_tree)
 
     p = sub.add_parser("check", help="check every structure and tile of ARRAY (fsck; no FUSE needed)",
@@ -135,8 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    _add_remote_arguments(p)
     p.set_defaults(func=cmd_check)
     return parser
+
+
+def _add_remote_arguments(p) -> None:
+    """-o and --cache-dir, for the commands that read an array without mounting it."""
+    p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT]",
+                   help="backend options for a URL (s3.NAME=VALUE, gcs.NAME=VALUE, az.NAME=VALUE, timeout=S)")
+    p.add_argument("--cache-dir", metavar="DIR", help=CACHE_DIR_HELP)
 
 
 def _positive_int(text: str) -> int:
@@ -152,3 +167,12 @@ def _positive_int(text: str) -> int:
 KEY_FILE_HELP = ("file holding the AES-256-GCM key of an encrypted array: 32 bytes (the 32-character string\n"
                  "given to TileDB), 64 hex digits or 44 base64 characters; default: $TDBFS_KEY_FILE,\n"
                  "else the value of $TDBFS_ENCRYPTION_KEY. Never give the key itself on the command line")
+
+CACHE_DIR_HELP = "for a URL: keep the byte ranges read in DIR, so that later runs and remounts reuse them"
+
+REMOTE_OPTIONS_HELP = (
+    "arrays in object stores (ARRAY is s3://BUCKET/PATH, gs://, az:// or abfs://): credentials come from\n"
+    "each SDK's own chain (AWS_* variables, profiles, instance roles; AWS_ENDPOINT_URL for MinIO, Ceph\n"
+    "...); backend options go to s3fs, gcsfs or adlfs as -o s3.endpoint_url=URL, -o s3.anon=true,\n"
+    "-o gcs.token=..., -o az.account_name=...; -o timeout=S bounds each request with its retries\n"
+    "(default 30 s). Options that carry secrets never appear in ps.\n")

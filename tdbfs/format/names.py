@@ -12,6 +12,7 @@ first. Timestamps are milliseconds since the epoch; `t1 > t2` is rejected.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -150,6 +151,7 @@ def parse_timestamped_name(name: str) -> FragmentName:
     return _parse(name, "timestamped name")
 
 
+@functools.lru_cache(maxsize=4096)   # timeline.csv and as_of/ parse the same names again and again
 def try_parse_name(name: str) -> FragmentName | None:
     """Like parse_timestamped_name, but None for names that do not parse (for directory listings)."""
     try:

@@ -7,9 +7,9 @@ array-level file once, the same for views and `check`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from .base_store import BaseStore
+from .metadata_files import META_DIR, MetadataFiles
 from .cache import ByteLRU
 from .problems import Problem, WARNING
 from .storage import Storage
@@ -20,7 +20,6 @@ LEGACY_SCHEMA = "__array_schema.tdb"
 FRAGMENTS_DIR = "__fragments"
 COMMITS_DIR = "__commits"
 FRAGMENT_META_DIR = "__fragment_meta"
-META_DIR = "__meta"
 LABELS_DIR = "__labels"
 FRAGMENT_METADATA_FILE = "__fragment_metadata.tdb"
 GROUP_FILE = "__tiledb_group.tdb"     # a TileDB group, not an array (and a 0.x group: see open_array)
@@ -31,16 +30,7 @@ class NotAnArrayError(Exception):
     """The path exists but holds no TileDB array."""
 
 
-@dataclass(frozen=True)
-class MergedMetadata:
-    """The array metadata as a reader sees it: every `__meta` file applied in timestamp order."""
-
-    applied: tuple[str, ...]        # names of the files applied, in order
-    skipped: tuple[str, ...]        # relative paths of the files a .vac lists (vacuumed)
-    records: dict                   # key -> MetadataRecord, the last one written
-
-
-class ArrayStore(BaseStore):
+class ArrayStore(MetadataFiles, BaseStore):
     #: commit files and vacuum lists live in __commits/ (format >= 12) and at the root (before)
     COMMIT_FOLDERS = (COMMITS_DIR, "")
 
@@ -67,12 +57,6 @@ class ArrayStore(BaseStore):
         """The GenericTileEnvelope of a schema file: what an encrypted schema shows without its key."""
         from ..format.generic_tile import read_generic_tile_envelope
         return self.parsed("schema envelope", rel, lambda data: read_generic_tile_envelope(data, 0, rel, "array schema"))
-
-    @staticmethod
-    def timestamped_name(rel: str):
-        """The FragmentName the last component of `rel` is (timestamps, format version), or None."""
-        from ..format.names import try_parse_name
-        return try_parse_name(os.path.basename(rel))
 
     # -- schemas -------------------------------------------------------------
     def schema_files(self) -> list[str]:
@@ -121,15 +105,6 @@ class ArrayStore(BaseStore):
                            lambda data: parse_enumeration(self.generic_tile(rel, 0, "enumeration").payload, rel))
 
     # -- every other array-level file: one parse each, the same for views and `check` --------
-    def array_metadata(self, rel: str):
-        from ..format.array_metadata import parse_array_metadata
-        return self.parsed("array metadata", rel, lambda data: parse_array_metadata(
-            self.generic_tile(rel, 0, "array metadata").payload, rel))
-
-    def vacuum_file(self, rel: str) -> list:
-        from ..format.commits import parse_vacuum_file
-        return self.parsed("vac", rel, lambda data: list(parse_vacuum_file(data, rel)))
-
     def ignore_file(self, rel: str) -> list:
         from ..format.commits import parse_ignore_file
         return self.parsed("ign", rel, lambda data: list(parse_ignore_file(data, rel)))
@@ -137,6 +112,26 @@ class ArrayStore(BaseStore):
     def consolidated_commits(self, rel: str):
         from ..format.commits import parse_consolidated_commits
         return self.parsed("con", rel, lambda data: parse_consolidated_commits(data, rel))
+
+    def embedded_conditions(self, rel: str) -> dict:
+        """Offset of each `.del` entry of the `.con` file `rel` -> its condition (the `.del` file embedded
+        after the entry, docs/format.md §7.3); one that does not decode is recorded and left out."""
+        from ..format.commits import parse_delete_condition
+        from ..format.generic_tile import read_generic_tile
+
+        def parse(entry):
+            tile = read_generic_tile(entry.embedded, 0, rel, "embedded delete condition", key=self.key)
+            return parse_delete_condition(tile.payload, rel)
+
+        out = {}
+        for entry in self.consolidated_commits(rel):
+            if entry.kind == "del":
+                condition = self.attempt(lambda entry=entry: self.parsed(f"con del {entry.offset}", rel,
+                                                                         lambda data: parse(entry)),
+                                         rel, "embedded delete condition")
+                if condition is not None:
+                    out[entry.offset] = condition
+        return out
 
     def condition(self, rel: str):
         """A delete (.del) or update (.upd) commit's condition."""
@@ -214,9 +209,6 @@ class ArrayStore(BaseStore):
         # Before format 12 commit markers and vacuum files lived at the root.
         out += [n for n in self._regular_files("") if n.endswith((".ok", ".vac"))]
         return out
-
-    def metadata_files(self) -> list[str]:
-        return [f"{META_DIR}/{n}" for n in self._regular_files(META_DIR)]
 
     def fragment_meta_files(self) -> list[str]:
         out = [f"{FRAGMENT_META_DIR}/{n}" for n in self._regular_files(FRAGMENT_META_DIR)]
@@ -315,10 +307,6 @@ class ArrayStore(BaseStore):
     def enumeration_path(name: str) -> str:
         return f"{ENUMERATIONS_DIR}/{name}"
 
-    @staticmethod
-    def metadata_path(name: str) -> str:
-        return f"{META_DIR}/{name}"
-
     def commit_path(self, name: str) -> str:
         """The relative path of the commit file `name`: in __commits/, or at the root (format < 12)."""
         rel = f"{COMMITS_DIR}/{name}"
@@ -332,38 +320,6 @@ class ArrayStore(BaseStore):
 
     def has_enumerations(self) -> bool:
         return self.isdir(ENUMERATIONS_DIR)
-
-    # -- array metadata as a reader merges it -------------------------------------------------
-    def vacuumed_metadata(self) -> frozenset:
-        """Relative paths of the `__meta` files a `.vac` there lists (their failures recorded)."""
-        out = set()
-        for rel in self.metadata_files():
-            if rel.endswith(".vac"):
-                for entry in self.attempt(lambda rel=rel: self.vacuum_file(rel), rel, "vacuum file") or ():
-                    out.add(f"{META_DIR}/" + os.path.basename(entry))
-        return frozenset(out)
-
-    def merged_metadata(self) -> MergedMetadata:
-        """Every `__meta` file applied in timestamp order; files listed in a .vac are skipped, files that do
-        not decode are left out (their failures recorded)."""
-        from ..format.array_metadata import merge_metadata
-        vacuumed = self.vacuumed_metadata()
-        files = []
-        skipped = []
-        for rel in self.metadata_files():
-            base = os.path.basename(rel)
-            if base.endswith((".vac", ".tmp")):
-                continue
-            if rel in vacuumed:
-                skipped.append(rel)
-                continue
-            n = self.timestamped_name(base)
-            records = self.attempt(lambda rel=rel: self.array_metadata(rel), rel, "array metadata")
-            if records is not None:
-                files.append(((n.t1, n.t2, base) if n else (0, 0, base), base, records))
-        files.sort(key=lambda x: x[0])
-        merged = merge_metadata([(base, records) for _, base, records in files])
-        return MergedMetadata(tuple(b for _, b, _ in files), tuple(skipped), merged)
 
     # -- dimension labels: each a TileDB array of its own -------------------------------------
     def has_labels(self) -> bool:

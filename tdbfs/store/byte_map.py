@@ -538,11 +538,12 @@ def array_file_kind(rel: str) -> str:
         return TEXT
     if ext == ".con":
         return CONSOLIDATED_COMMITS
-    if ext in (".wrt", ".ok"):
+    if ext in (".wrt", ".ok") or rel == "__tiledb_group.tdb":
         return MARKER
     if ext in _TILE_NAME or rel == "__array_schema.tdb":
         return GENERIC
-    if ext == "" and rel.startswith(("__schema/", "__meta/")):  # schemas, enumerations, metadata: no extension
+    if ext == "" and rel.startswith(("__schema/", "__meta/", "__group/")):  # schemas, enumerations, metadata,
+        # group details: no extension
         return GENERIC
     return UNKNOWN
 
@@ -557,6 +558,8 @@ def array_tile_name(rel: str) -> str:
         return "enumeration"
     if rel.startswith("__meta/"):
         return "array metadata"
+    if rel.startswith("__group/"):
+        return "group details"
     return "array schema"
 
 
@@ -631,6 +634,9 @@ def _array_tile_summary(store, rel: str, name: str) -> str:
             f" ... ({len(records) - 16} more)" if len(records) > 16 else "")
     if name in ("delete condition", "update condition"):
         return _condition_summary(store, payload, rel, name)
+    if name == "group details":
+        from .group_store import details_summary
+        return details_summary(store.group_details(rel))
     from ..format.consolidated_fragment_metadata import parse_consolidated_fragment_metadata
     entries = parse_consolidated_fragment_metadata(payload, rel)
     return f"footers of {len(entries)} fragments: " + ", ".join(e.fragment_name for e in entries)

@@ -7,21 +7,29 @@ from .array_store import (FRAGMENT_METADATA_FILE, GROUP_DIR, GROUP_FILE, LEGACY_
                           NotAnArrayError)
 from .storage import Storage, open_storage
 
-__all__ = ["open_array", "open_tiledb_array", "NotAnArrayError"]
+__all__ = ["open_array", "open_object", "open_tiledb_array", "NotAnArrayError"]
 
 
 def open_array(path: str, cache_bytes: int = 512 << 20, key=None):
-    """The store of the array (or TileDB 0.x workspace) at `path`.
-
-    A TileDB 0.x array, workspace or group (GenomicsDB) gets a legacy0x store; anything else is
-    opened as a TileDB array of format 1 to 22. FileNotFoundError when nothing is at `path`,
-    NotAnArrayError when it holds no array. Views and `check` serve whichever store they are given."""
+    """The store of the array, group (or TileDB 0.x workspace) at `path` (see open_object).
+    FileNotFoundError when nothing is at `path`, NotAnArrayError when it holds neither."""
     try:
         storage = open_storage(path)
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"array not found: {exc.filename}") from None
     except NotADirectoryError as exc:
         raise NotAnArrayError(f"not a TileDB array (not a directory): {exc.filename}") from None
+    return open_object(storage, cache_bytes, key)
+
+
+def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None, ancestors: tuple = ()):
+    """The store of what `storage` holds.
+
+    A TileDB 0.x array, workspace or group (GenomicsDB) gets a legacy0x store; a TileDB group
+    (`__group/`, or only the `__tiledb_group.tdb` marker of groups before TileDB 2.9) a GroupStore,
+    whose `ancestors` are the groups shown above it; anything else is opened as a TileDB array of
+    format 1 to 22, sharing `cache` when given. NotAnArrayError when it holds none of them. Views
+    and `check` serve whichever store they are given."""
     from .legacy0x import WORKSPACE_MARKER, Legacy0xArrayStore, Legacy0xWorkspaceStore
 
     if storage.is_file(WORKSPACE_MARKER):
@@ -32,17 +40,20 @@ def open_array(path: str, cache_bytes: int = 512 << 20, key=None):
         workspace = Legacy0xWorkspaceStore(storage, cache_bytes, "group")
         if workspace.array_paths():
             return workspace
-    return open_tiledb_array(storage, cache_bytes, key)
+    if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
+        from .group_store import GroupStore
+        return GroupStore(storage, cache_bytes, cache=cache, key=key, ancestors=ancestors)
+    return open_tiledb_array(storage, cache_bytes, key, cache)
 
 
-def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None) -> ArrayStore:
+def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None) -> ArrayStore:
     """The store of the TileDB array (format 1 to 22) in `storage`; NotAnArrayError when it holds none."""
     # a __schema that is not a real folder (a symlink) still makes an array: shown, with its problem
     if not (storage.entry(SCHEMA_DIR) is not None or storage.is_file(LEGACY_SCHEMA)):
         if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
             raise NotAnArrayError(f"not a TileDB array: {storage.describe()} is a TileDB group")
         raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {storage.describe()}")
-    return ArrayStore(storage, cache_bytes, key=key)
+    return ArrayStore(storage, cache_bytes, key=key, cache=cache)
 
 
 def _is_legacy0x_array(storage: Storage) -> bool:

@@ -49,8 +49,19 @@ def array_summary(store) -> dict:
     }
     out["sizes"] = store.disk_usage()
     out["encryption"] = _encryption(store, latest)
+    hints = _hints(store, schema_versions)  # first: what it finds wrong is among the problems
     out["problems"] = [p.to_dict() for p in store.findings()]
+    out["hints"] = hints
     return out
+
+
+def _hints(store, schema_versions) -> list:
+    from .hints import array_hints
+    try:
+        return array_hints(store, schema_versions)
+    except Exception as exc:  # noqa: BLE001 -- array.yaml shows the rest whatever a hint meets
+        store.problems.add_error(exc, "", "array hints")
+        return []
 
 
 def _encryption(store, latest) -> dict:
@@ -111,10 +122,11 @@ def metadata_file_view(store, rel: str) -> dict:
     return out
 
 
-def merged_metadata(store) -> dict:
-    """Every __meta file applied in timestamp order; files listed in a .vac are skipped."""
+def merged_metadata(store, merged=None) -> dict:
+    """Every __meta file applied in timestamp order; files listed in a .vac are skipped (or `merged`, the
+    store's MergedMetadata as of a time: as_of/<T>/metadata.yaml)."""
     from .describe.array_metadata import describe_merged_metadata
-    merged = store.merged_metadata()
+    merged = merged or store.merged_metadata()
     return {"files_applied": list(merged.applied), "files_skipped_as_vacuumed": list(merged.skipped),
             "metadata": describe_merged_metadata(merged.records)}
 

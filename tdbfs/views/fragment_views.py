@@ -15,10 +15,15 @@ from .describe.fragment_metadata import (describe_footer, describe_fragment_summ
 from ..store.fragment import Fragment
 from ..store.fragment_interface import (DATA, LEGACY0X, STREAM_SUFFIX, VALIDITY, VAR, FragmentLike,
                                         streams)
+from ..store.dense_grid import dense_grid
 from ..store.problems import unique
 from . import layout_views
+from .cells_views import cells_children
+from .pictures import mbrs_svg_file
+from .stats_views import fragment_stats_file
 from .common import guarded, yaml_file
-from .nodes import BytesFile, with_cost, kept, DirNode, FileNode, InCache, StaticDir, ViewError, WhileState
+from .nodes import (BytesFile, with_cost, kept, DirNode, FileNode, InCache, StaticDir, SymlinkNode, ViewError,
+                    WhileState)
 from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
 
 
@@ -65,15 +70,18 @@ def _fragment_children(frag: FragmentLike, token) -> dict:
                                       WhileState(lambda: _summary_state(frag)), mtime=t)}
     out.update(own.metadata_children(frag, key, fixed))
     out.update({
+        "stats.csv": fragment_stats_file(frag, key, fixed),
         "tiles.csv": BytesFile(guarded(lambda: tiles_csv(frag), problems, rel, "tile list"),
                                InCache(store.cache, ("tiles.csv", key), immutable=fixed), mtime=t),
         "attrs": StaticDir(guarded_children(lambda: _field_dirs(frag, False, key, fixed), frag), immutable=fixed,
                            mtime=t),
         "dims": StaticDir(guarded_children(lambda: _field_dirs(frag, True, key, fixed), frag), immutable=fixed,
                           mtime=t),
-        "raw": StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t, fixed) for n, size in frag.files()},
-                         immutable=fixed, mtime=t),
+        "fields": StaticDir(guarded_children(lambda: _field_links(frag), frag), immutable=fixed, mtime=t),
     })
+    out.update(cells_children(frag, key, fixed))
+    out["raw"] = StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t, fixed) for n, size in frag.files()},
+                           immutable=fixed, mtime=t)
     out.update(own.map_children(frag, key, fixed))
     return out
 
@@ -208,7 +216,24 @@ def tiles_csv(frag: FragmentLike) -> bytes:
             if len(values) == ntiles and ntiles:
                 header.append(f"{f.stem}_{label}")
                 columns.append([_cell_value(v) for v in values])
+    domains = _tile_domains(frag)
+    if domains is not None:
+        for j, (name, _) in enumerate(frag.dimensions()):
+            header += [f"{name}_lo", f"{name}_hi"]
+            columns += [[d[j][0] for d in domains], [d[j][1] for d in domains]]
     return to_csv(header, zip(range(ntiles), *columns))
+
+
+def _tile_domains(frag: FragmentLike) -> list | None:
+    """The (lo, hi) per dimension of every tile of a dense fragment; None for a sparse one, or when the
+    schema and metadata make no tile grid (that problem is recorded)."""
+    if not frag.dense:
+        return None
+    try:
+        grid = dense_grid(frag)
+    except Exception:  # noqa: BLE001 -- recorded by dense_grid; the rest of the table still shows
+        return None
+    return [grid.tile_domain(k) for k in range(grid.tile_count)]
 
 
 def _cell_value(v):
@@ -219,6 +244,23 @@ def _cell_value(v):
     if isinstance(v, np.ndarray):
         return " ".join(str(x) for x in v.tolist())
     return v
+
+
+# -- fields/<name> -> ../attrs/<stem> or ../dims/<stem> -------------------------------------
+
+def _field_links(frag: FragmentLike) -> dict:
+    """Each stored field by name (escaped as 0.x stems are), linked to its folder; the dimensions split
+    out of __coords too."""
+    from ..store.legacy0x_fragment import escape_name  # with 0.x's codecs: loaded on first use, not at mount
+    own = own_views(frag)
+    out = {}
+    for f in frag.stored_fields():
+        folder = "dims" if f.kind in (fm.DIMENSION, fm.COORDS) else "attrs"
+        out[escape_name(f.name)] = SymlinkNode(f"../{folder}/{f.stem}")
+        if f.kind == fm.COORDS:
+            for j, (name, _) in enumerate(frag.dimensions()):
+                out[escape_name(name)] = SymlinkNode(f"../dims/{own.coords_dim_stem(name, j)}")
+    return out
 
 
 # -- attrs/<stem>/ and dims/<stem>/ ------------------------------------------------------
@@ -329,7 +371,13 @@ def tile_text(frag: FragmentLike, field, k: int) -> bytes:
 
 def tile_record(frag: FragmentLike, field, k: int) -> dict:
     own = own_views(frag)
-    out = {"field": field.name, "stem": field.stem, "tile": k, "cells": frag.tile_cell_num(k), "streams": {}}
+    out = {"field": field.name, "stem": field.stem, "tile": k, "cells": frag.tile_cell_num(k)}
+    if frag.dense:
+        try:
+            out["domain"] = {name: list(r) for (name, _), r in zip(frag.dimensions(), dense_grid(frag).tile_domain(k))}
+        except Exception as exc:  # noqa: BLE001 -- recorded by dense_grid; the streams still show
+            out["domain_error"] = str(exc)
+    out["streams"] = {}
     for stream in streams(field):
         entry: dict = {}
         try:
@@ -511,6 +559,8 @@ def _rtree_children(frag: Fragment, key, fixed: bool) -> dict:
         out[f"level_{level}.csv"] = BytesFile(guarded(render, frag.problems, frag.rel, "R-tree"),
                                               InCache(frag.store.cache, ("rtree", key, level), immutable=fixed),
                                               mtime=frag.mtime())
+    if out:  # dense fragments keep no MBRs
+        out["mbrs.svg"] = mbrs_svg_file(frag, rtree, key, fixed)
     return out
 
 

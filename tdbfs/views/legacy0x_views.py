@@ -23,9 +23,11 @@ from ..store.problems import unique
 from .common import KeyedDir, guarded, yaml_file
 from .describe.legacy0x import describe_book_keeping, describe_codec, describe_legacy0x_name, describe_legacy0x_schema
 from .fragment_views import fragment_dir, guarded_children, tile_record
+from .timeline_views import timeline_file
 from .nodes import (FOREVER, LIVE, PER_OPEN, BytesFile, DirNode, DynamicDir, FileNode, InCache, StaticDir, SymlinkNode,
                     ViewError, kept)
 from .render import to_csv, to_yaml
+from .stats_views import root_pictures_and_stats
 
 SCHEMA_VIEW = SCHEMA_FILE + ".yaml"
 
@@ -120,8 +122,10 @@ def array_root(store: Legacy0xArrayStore) -> DirNode:
                               lambda: describe_legacy0x_schema(store.legacy0x_schema()), problems, SCHEMA_FILE,
                               "0.x array schema", keep=PER_OPEN, mtime=store.mtime(SCHEMA_FILE)), mtime=mtime)
     fragments = KeyedDir(store.fragment_paths, lambda name: fragment_dir(store, name), mtime=mtime)
+    summaries = root_pictures_and_stats(store)  # stats.csv, fragments.svg
+    timeline = timeline_file(store)
     return DynamicDir(lambda: {"README.txt": readme, "array.yaml": summary, "schema": schema_dir,
-                               "fragments": fragments}, mtime)
+                               "fragments": fragments, "timeline.csv": timeline, **summaries}, mtime)
 
 
 def array_summary(store: Legacy0xArrayStore) -> dict:
@@ -295,6 +299,13 @@ byte offset, is under `problems` in array.yaml and in the fragment's fragment.ya
                           (committed and not), sizes, problems found so far
   schema/                 __array_schema.tdb decoded (versioned GenomicsDB form or
                           the original untagged form); current.yaml links to it
+  stats.csv               per field per fragment: tile_count, cell_count,
+                          stored_bytes, decoded_bytes, ratio, filters (codec);
+                          then field_total rows and the array_total row
+  fragments.svg           each fragment's non-empty domain on the first two
+                          dimensions, coloured by its timestamp
+  timeline.csv            each fragment written and committed, at the ms its name
+                          holds: time_ms,time_utc,event,subject,file,t1,t2,into,detail
   fragments/<name>/       one folder per fragment folder, named as on disk, hidden
                           `.__*` and unfinished ones included (they are flagged)
     fragment.yaml         parsed name (writer id: uuid/MAC/thread id, timestamp in
@@ -304,6 +315,7 @@ byte offset, is under `problems` in array.yaml and in the fragment's fragment.ya
                           bounding coordinates, tile offsets, var tile offsets and
                           sizes, last tile cell number
     rtree/level_0.csv     the MBR of every data tile (sparse fragments)
+    stats.csv             the rows of the top stats.csv for this fragment
     tiles.csv             per tile: offset, size on disk and decoded size in every
                           data file
     attrs/<name>/         per attribute, named as on disk (`<name>.tdb`):

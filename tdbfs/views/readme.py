@@ -12,7 +12,9 @@ offset, is listed under `problems` in array.yaml and in the fragment's
 fragment.yaml.
 
   array.yaml              array-wide summary: path, dense/sparse, format versions,
-                          counts and sizes, problems found so far
+                          counts and sizes, problems found so far, and hints:
+                          fragment_count, not_vacuumed, overlapping_fragments,
+                          format (the oldest TileDB release that reads it)
   schema/                 every schema file decoded (__schema/* and the legacy
                           __array_schema.tdb); current.yaml links to the latest;
                           enumerations/ holds the decoded __schema/__enumerations
@@ -21,6 +23,28 @@ fragment.yaml.
                           skipped) and one YAML per __meta file
   commits/                every __commits file decoded (.wrt .del .upd .vac .ign .con)
   fragment_meta/          __fragment_meta/*.meta consolidated footers, decoded
+  timeline.csv            one row per event the files record, in time order:
+                          time_ms,time_utc,event,subject,file,t1,t2,into,detail;
+                          times are the t2 of the recording file's name (TileDB
+                          keeps no other time; mtimes are not TileDB times)
+  as_of/<T>/              the array as a reader opening it at T ms sees it (any
+                          whole number typed; the timeline's times are listed):
+    fragments/            symlinks to exactly the fragments TileDB reads at T
+    schema.yaml           the schema in force at T
+    metadata.yaml         the metadata as of T, as metadata/merged.yaml
+    reader.yaml           the schema file in force, fragments_read, and why
+                          others are not: fragments_replaced (a .vac in range
+                          lists them), fragments_missing (folder gone)
+  stats.csv               per field per fragment: tile_count, cell_count,
+                          stored_bytes (data files on disk), decoded_bytes (tile
+                          files), ratio, filters; then field_total rows and the
+                          array_total row (column `row` says which); from the
+                          metadata alone, no tile decoded
+  fragments.svg           each fragment's non-empty domain on the first two
+                          dimensions (first down, second across), blue = oldest
+                          to red = newest; thick black outline: written by
+                          consolidation; faint dashed: waiting for vacuum;
+                          hover for the fragment name
   fragments/<name>/       one folder per fragment, named as on disk:
     fragment.yaml         parsed name (t1, t2, uuid, version), dense/sparse, cell
                           and tile counts, non-empty domain, files, commit state,
@@ -28,8 +52,14 @@ fragment.yaml.
     footer.yaml           every footer field in spec order
     rtree/level_N.csv     R-tree MBRs; level_0 is the root, the last level has one
                           MBR per data tile
+    rtree/mbrs.svg        those MBRs drawn as `tiledb info svg-mbrs` draws them
+                          (leaves filled, levels above as outlines; sparse only)
+    stats.csv             the rows of the top stats.csv for this fragment, with
+                          its own totals
     tiles.csv             per data tile: offsets and sizes in every data file,
-                          mins, maxes, sums and null counts
+                          mins, maxes, sums and null counts; dense: then the
+                          tile's domain, <dim>_lo,<dim>_hi per dimension
+                          (whole tiles, so it may reach past the domain)
     attrs/<stem>/         per attribute data file stem (a0, a1, ...; t, dt, dci):
       info.yaml           attribute name, type, cell_val_num, nullable, filters
       tile_K.bin          tile K with every filter reversed (var-sized: the
@@ -38,8 +68,27 @@ fragment.yaml.
       tile_K.validity.bin nullable: tile K's validity bytes (0 = null)
       tile_K.txt          tile K's cells, one JSON value per line
       tile_K.yaml         where tile K is on disk, its chunks, the filters
-                          reversed and what each recorded, checksum results
+                          reversed and what each recorded, checksum results;
+                          dense: domain:, dimension name -> [lo, hi] of tile K
     dims/<stem>/          the same for dimension files (d0, d1, ...)
+    fields/<name>         symlink by field name to ../attrs/<stem> or
+                          ../dims/<stem> ('%', '/', NUL, '.', '..' and the
+                          empty name escaped as %25 %2F %00 %2E %2E%2E %)
+    cells/tile_K.csv      tile K's cells, one row each: the coordinates by
+                          dimension name, then every attribute by name, then
+                          timestamp, delete_timestamp, delete_condition_index
+                          (consolidated fragments; 18446744073709551615 = not
+                          deleted); strings, var-sized values and cells of
+                          several values (space-separated) double-quoted, `"`
+                          doubled; numbers never quoted, so grep -r ',486,'
+                          fragments/*/cells/ finds a coordinate; a nullable
+                          attribute is followed by <name>.valid (1 or 0) and
+                          a null cell's value is empty; dense: the cells of
+                          the tile inside the fragment's non-empty domain, in
+                          cell order, coordinates computed
+    cells.csv             every tile's rows, in tile order, under one header;
+                          its size is known once every tile has been rendered
+                          (so ls -l of the fragment folder decodes them all)
     raw/                  the fragment's files, byte for byte
     layout.csv            byte map of every file of the fragment, one row per
                           byte range: file,start,end,length,structure,detail
@@ -60,6 +109,23 @@ fragment.yaml.
                           that start in the next line
 
 Tile numbers K start at 0 and follow the order of tiles in the data file.
+
+Groups
+------
+A mounted TileDB group (a folder with __tiledb_group.tdb, __group/, __meta/)
+shows instead:
+  group.yaml              format version; members (name, type, uri as stored,
+                          relative, location resolved, entry, details_file);
+                          history: per __group file its timestamps and the
+                          members it added, removed and listed again; problems
+  group_details/          every __group file decoded (each member with its
+                          payload offsets), with layout/ and hex/ byte maps
+  metadata/               group metadata, as metadata/ of an array
+  members/<name>/         the member's own tree (an array's or a group's, the
+                          same as mounting it alone), read when first listed;
+                          a member that cannot be read holds only problem.yaml;
+                          a member leading back to a group above it is a
+                          symbolic link to that group's folder here
 
 Problems
 --------

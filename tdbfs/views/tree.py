@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 
 from ..store import ArrayStore
+from ..store.group_store import GroupStore
 from .common import KeyedDir, guarded, yaml_file
 from .nodes import FOREVER, LIVE, PER_OPEN, BytesFile, DirNode, DynamicDir, FileNode, SymlinkNode, ViewError
 from .readme import README_TEXT
@@ -12,6 +13,9 @@ from .render import to_yaml
 from . import array_views
 from .fragment_views import fragment_dir
 from . import layout_views
+from .timeline_views import timeline_file
+from .as_of_views import as_of_dir
+from .stats_views import root_pictures_and_stats
 
 #: fragment folder nodes kept with what they rendered (about 60 KiB each after a walk): a walk of
 #: 10,000 fragments keeps the last 64 (the store keeps 256 parsed fragments, which cost less).
@@ -22,6 +26,9 @@ def build_root(store: ArrayStore) -> DirNode:
     if store.legacy0x_layout:  # a TileDB 0.x array or workspace (GenomicsDB)
         from .legacy0x_views import build_legacy0x_root
         return build_legacy0x_root(store)
+    if isinstance(store, GroupStore):
+        from .group_views import build_group_root
+        return build_group_root(store)
     mtime = lambda: store.mtime("")
     problems = store.problems
 
@@ -34,23 +41,27 @@ def build_root(store: ArrayStore) -> DirNode:
             "commits": commits_dir,
             "fragment_meta": fragment_meta_dir,
             "fragments": fragments_dir,
+            "timeline.csv": timeline_csv,
+            "as_of": as_of,
+            **summaries,
         }
         if store.has_labels():
             out["labels"] = labels_dir
         return out
 
     readme = BytesFile(lambda: README_TEXT.encode(), FOREVER, mtime=store.mtime(""))
+    timeline_csv = timeline_file(store)
+    as_of = as_of_dir(store)
+    summaries = root_pictures_and_stats(store)  # stats.csv, fragments.svg
     array_yaml = BytesFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"),
                            LIVE, mtime=store.mtime(""))
     schema_dir = _schema_dir(store)
-    metadata_dir = KeyedDir(*_with_byte_maps(
-        store, lambda: ["merged.yaml"] + [posixpath.basename(f) + ".yaml" for f in store.metadata_files()],
-        lambda name: _metadata_file(store, name), store.metadata_files), mtime=lambda: store.mtime("__meta"))
-    commits_dir = KeyedDir(*_with_byte_maps(
+    metadata_dir = build_metadata_dir(store)
+    commits_dir = KeyedDir(*with_byte_maps(
         store, lambda: [posixpath.basename(f) + ".yaml" for f in store.commit_files()],
         lambda name: _commit_file(store, name), store.commit_files), mtime=lambda: store.mtime("__commits"),
         mode=lambda name: DirNode.mode if name in _MAP_DIRS else FileNode.mode)
-    fragment_meta_dir = KeyedDir(*_with_byte_maps(
+    fragment_meta_dir = KeyedDir(*with_byte_maps(
         store, lambda: [posixpath.basename(f) + ".yaml" for f in store.fragment_meta_files()],
         lambda name: _fragment_meta_file(store, name), store.fragment_meta_files),
         mtime=lambda: store.mtime("__fragment_meta"))
@@ -76,7 +87,14 @@ def build_root(store: ArrayStore) -> DirNode:
 _MAP_DIRS = ("layout", "hex")
 
 
-def _with_byte_maps(store, names, make, files):
+def build_metadata_dir(store) -> DirNode:
+    """metadata/ of an array or a group: merged.yaml, one YAML per `__meta` file, their byte maps."""
+    return KeyedDir(*with_byte_maps(
+        store, lambda: ["merged.yaml"] + [posixpath.basename(f) + ".yaml" for f in store.metadata_files()],
+        lambda name: _metadata_file(store, name), store.metadata_files), mtime=lambda: store.mtime("__meta"))
+
+
+def with_byte_maps(store, names, make, files):
     """(names, make) of a folder of array-level files plus its `layout/` and `hex/` byte maps."""
     maps: dict = {}
 
@@ -123,14 +141,14 @@ def _schema_dir(store: ArrayStore) -> DirNode:
         if name == "current.yaml":
             return _CurrentSchemaLink(store)
         if name == "enumerations":
-            return KeyedDir(*_with_byte_maps(
+            return KeyedDir(*with_byte_maps(
                 store, lambda: [posixpath.basename(f) + ".yaml" for f in store.enumeration_files()],
                 lambda n: _enumeration_file(store, n), store.enumeration_files))
         rel = store.schema_path(name[:-5])
         return yaml_file(lambda: array_views.schema_view(store, rel), store.problems,
                          rel, "array schema", mtime=store.mtime(rel))
 
-    return KeyedDir(*_with_byte_maps(store, schema_names, make, store.schema_files),
+    return KeyedDir(*with_byte_maps(store, schema_names, make, store.schema_files),
                     mtime=lambda: store.mtime("__schema"))
 
 

@@ -115,8 +115,8 @@ def test_legacy0x_tiles_hold_what_the_library_reads(corpus):
         root = fragment_dir(store, rel)
         summary = yaml.safe_load(read(root, "fragment.yaml"))
         assert summary["layout"] == "TileDB 0.x" and summary["committed"] is True
-        assert list(root.children()) == ["fragment.yaml", "book_keeping.yaml", "rtree", "tiles.csv", "attrs",
-                                         "dims", "raw"]
+        assert list(root.children()) == ["fragment.yaml", "book_keeping.yaml", "rtree", "stats.csv", "tiles.csv",
+                                         "attrs", "dims", "fields", "cells", "cells.csv", "raw"]
         n = summary["tile_count"]
         assert len(rows(read(root, "tiles.csv"))) == n
         want = corpus["cells"][(str(path), rel)]

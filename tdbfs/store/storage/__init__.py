@@ -16,7 +16,7 @@ import stat
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-__all__ = ["Entry", "FOLDER", "NotRegularError", "REGULAR", "Storage", "kind_of", "open_storage"]
+__all__ = ["Entry", "FOLDER", "NotRegularError", "REGULAR", "Storage", "kind_of", "open_storage", "path_parts"]
 
 #: the kinds of entries a folder can hold, as shown in views and problems
 REGULAR = "file"
@@ -83,6 +83,8 @@ class Storage(ABC):
 
     #: the root as the user would name it; shown in summaries and messages
     uri: str
+    #: requests sent and bytes read (counters.RequestCounters), for backends that count them
+    counters = None
 
     # -- the primitives --------------------------------------------------------------------
     @abstractmethod
@@ -106,6 +108,11 @@ class Storage(ABC):
     @abstractmethod
     def child(self, rel: str) -> "Storage":
         """The same storage rooted at the folder `rel` (a dimension label, an array of a workspace)."""
+
+    def prefetch(self, ranges: list[tuple[str, int, int]], budget: int) -> None:
+        """Start reading these (rel, offset, size) ranges ahead, holding at most `budget` bytes, for preads of
+        exactly them that follow (store/prefetch.py); a new call drops what the last one left. Only backends
+        with latency to hide do anything."""
 
     # -- built on them ---------------------------------------------------------------------
     def describe(self, rel: str = "") -> str:
@@ -150,9 +157,27 @@ class Storage(ABC):
         return self.regular_entry(rel).size
 
 
-def open_storage(location: str) -> Storage:
-    """The storage of the folder `location`: FileNotFoundError when nothing is there, NotADirectoryError
-    when it is not a folder. The location itself may be a symlink: the one the user named is followed."""
+def path_parts(rel: str) -> list[str]:
+    """The names along `rel`, refusing any path that would leave the root."""
+    if rel.startswith("/"):
+        raise FileNotFoundError(errno.ENOENT, "an absolute path is never followed out of the array", rel)
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise FileNotFoundError(errno.ENOENT, "'..' is never followed out of the array", rel)
+    return parts
+
+
+def open_storage(location: str, settings=None) -> Storage:
+    """The storage of the folder `location`, a local path or an object store's URL (s3://, gs://, gcs://,
+    az://, abfs://; `settings`, a remote.RemoteSettings, says how to reach it, else each SDK's own
+    credential chain and defaults): FileNotFoundError when nothing is there, NotADirectoryError when it is
+    not a folder, remote.RemoteOpenError (one line) when the store cannot be used. A local location may be
+    a symlink: the one the user named is followed."""
+    from ...urls import is_url
+    location = os.fspath(location)
+    if is_url(location):
+        from .remote import open_remote
+        return open_remote(location, settings)
     from .local import LocalStorage
 
     path = os.path.abspath(location)

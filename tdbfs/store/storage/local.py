@@ -12,7 +12,7 @@ import errno
 import os
 import stat
 
-from . import Entry, NotRegularError, Storage, kind_of
+from . import Entry, NotRegularError, Storage, kind_of, path_parts
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -27,14 +27,14 @@ class LocalStorage(Storage):
         self.uri = root
 
     def child(self, rel: str) -> "LocalStorage":
-        return LocalStorage(os.path.join(self.root, *_parts(rel)))
+        return LocalStorage(os.path.join(self.root, *path_parts(rel)))
 
     # -- walking ----------------------------------------------------------------------
     def _open_dir(self, rel: str) -> int:
         """A descriptor of the folder `rel` (relative to the root), reached without following any symlink."""
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
         try:
-            for part in _parts(rel):
+            for part in path_parts(rel):
                 try:
                     nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
@@ -200,12 +200,3 @@ def _readlink(name: str, dir_fd: int) -> str | None:
         return os.readlink(name, dir_fd=dir_fd)
     except OSError:
         return None
-
-
-def _parts(rel: str) -> list[str]:
-    if rel.startswith("/"):
-        raise FileNotFoundError(errno.ENOENT, "an absolute path is never followed out of the array", rel)
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise FileNotFoundError(errno.ENOENT, "'..' is never followed out of the array", rel)
-    return parts

@@ -1,0 +1,115 @@
+"""`as_of/<T>/`: the array as a reader opening it at timestamp T (ms) sees it (store/as_of.py).
+
+`as_of/` lists the timeline's distinct times, and finds any other T typed: any non-negative integer
+written without leading zeros.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import time
+
+from ..format.names import U64_MAX, iso8601_ms
+from . import array_views
+from .common import KeyedDir, guarded
+from .nodes import BytesFile, DirNode, DynamicDir, SymlinkNode, WhileState
+from .render import to_yaml
+
+_DECIMAL = re.compile(r"(0|[1-9][0-9]*)\Z")
+#: as_of/<T>/ folders kept with what they rendered
+MOMENTS_KEPT = 16
+
+
+def as_of_dir(store) -> DirNode:
+    def times():
+        from ..store.timeline import distinct_times, timeline
+        return [str(t) for t in distinct_times(timeline(store))]
+
+    return KeyedDir(guarded(times, store.problems, "", "timeline"), lambda name: moment_dir(store, int(name)),
+                    mtime=lambda: store.mtime(""),
+                    exists=is_timestamp, mode=DirNode.mode, keep=MOMENTS_KEPT)
+
+
+def is_timestamp(name: str) -> bool:
+    return bool(_DECIMAL.match(name)) and int(name) <= U64_MAX
+
+
+def moment_state(store):
+    """A key that changes whenever a file that decides what a reader at any T sees comes or goes (the
+    commits, schemas, fragment folders, metadata files), or None when that cannot be told: while one of
+    their folders changed within the last second (mtimes tick coarsely, as store.commits_state says)."""
+    state = store.commits_state()
+    if state is None:
+        return None
+    now = time.time_ns()
+    for rel in ("__schema", "__fragments", "__meta"):
+        try:
+            stamp = store.stat(rel).mtime_ns
+        except OSError:
+            stamp = None
+        if stamp is not None and now - stamp < 1_000_000_000:
+            return None
+        state += (stamp,)
+    return state
+
+
+def moment_dir(store, t: int) -> DirNode:
+    from ..store import as_of
+    seen: dict = {}
+
+    def reader_fragments():
+        """as_of.reader_fragments, again only when a commit, schema or fragment folder came or went:
+        `find` lstats every symlink of fragments/, and each lookup asks."""
+        state = moment_state(store)
+        if state is not None and seen.get("state") == state:
+            return seen["value"]
+        value = as_of.reader_fragments(store, t)
+        seen.update(state=state, value=value, names={posixpath.basename(r) for r in value.fragments})
+        return value
+
+    def fragment_names():
+        return [posixpath.basename(rel) for rel in reader_fragments().fragments]
+
+    def has_fragment(name):
+        reader_fragments()
+        return name in seen["names"]
+
+    def schema():
+        rel = as_of.schema_as_of(store, t)
+        if rel is None:
+            raise FileNotFoundError("__schema")
+        return array_views.schema_view(store, rel)
+
+    def reader():
+        rel = as_of.schema_as_of(store, t)
+        at = reader_fragments()
+        return {"timestamp": t, "time_utc": iso8601_ms(t), "schema": rel,
+                "array_type": None if rel is None else "dense" if store.schema(rel).dense else "sparse",
+                "fragments_read": [posixpath.basename(r) for r in at.fragments],
+                "fragments_replaced": [posixpath.basename(r) for r in at.replaced],
+                "fragments_missing": [posixpath.basename(r) for r in at.missing]}
+
+    def guard(render, file, structure):
+        return guarded(render, store.problems, file, structure)
+
+    # the mount's fragments/<name>, from as_of/<T>/fragments/<name>
+    fragments = KeyedDir(guard(fragment_names, "__schema", "array schema"),
+                         lambda name: SymlinkNode(f"../../../fragments/{name}"), mtime=lambda: store.mtime(""),
+                         exists=lambda name: guard(lambda: has_fragment(name), "__schema", "array schema")(),
+                         mode=SymlinkNode.mode)
+
+    def kept():
+        # which schema, fragments and metadata files are in force at T changes as files are written
+        return WhileState(lambda: moment_state(store))
+
+    children = {
+        "fragments": fragments,
+        "reader.yaml": BytesFile(guard(lambda: to_yaml(reader()), "__schema", "array schema"), kept()),
+        "metadata.yaml": BytesFile(guard(lambda: to_yaml(array_views.merged_metadata(
+            store, as_of.metadata_as_of(store, t))), "__meta", "array metadata"), kept()),
+    }
+    schema_file = BytesFile(guard(lambda: to_yaml(schema()), "__schema", "array schema"), kept())
+    # like schema/current.yaml, there only when there is a schema file
+    return DynamicDir(lambda: {**children, "schema.yaml": schema_file} if as_of.schema_as_of(store, t) else children,
+                      mtime=lambda: store.mtime(""))
