@@ -17,6 +17,7 @@ array is only ever read.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from dataclasses import dataclass, field
 from typing import Callable
@@ -171,6 +172,10 @@ class _Checker:
         self.count("fragments")
         md = f"{frag.rel}/{frag.METADATA_FILE}"
         self.count("files", len(frag.files()))
+        with contextlib.suppress(OSError):
+            # whole, before the footer is read from its tail: check reads each byte once (the decodes
+            # below report what is wrong with the file)
+            store.read_file(md)
         store.fragment_findings(frag)
         frag.attempt(lambda: frag.parsed_name, frag.rel, "fragment name")
         self.count("generic_tiles", frag.decode_metadata())

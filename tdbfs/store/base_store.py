@@ -100,6 +100,22 @@ class BaseStore:
 
         return self.cache.get_or_make(("file", self.path, rel, version), make)
 
+    def file_tail(self, rel: str, size: int) -> tuple[bytes, int]:
+        """(data, start): the file from byte `start` to its end, at least its last `size` bytes. The whole
+        file when it is that small or already read; else its tail alone, in one read (a footer without
+        the rest of its file: one ranged GET on an object store)."""
+        version = self._version_of(rel)
+        whole = self.cache.get(("file", self.path, rel, version))
+        if whole is not None or version[0] <= size:
+            return (whole if whole is not None else self.read_file(rel)), 0
+        start = version[0] - size
+
+        def make():
+            data = self.storage.pread(rel, start, size)
+            return data, len(data)
+
+        return self.cache.get_or_make(("tail", self.path, rel, version, start), make), start
+
     def parsed(self, kind: str, rel: str, parse):
         """`parse(bytes)` of a file, computed once per (kind, file, size, mtime)."""
         key = (kind, rel, self._version_of(rel))

@@ -23,6 +23,9 @@ from .problems import Problem, WARNING
 
 #: no decoded tile is bigger (TileDB keeps tiles in memory whole); a size read from a file above it is damage
 MAX_TILE_BYTES = 1 << 40
+#: bytes read from the end of `__fragment_metadata.tdb` to find its footer: a footer of a few hundred fields
+#: fits; a longer one costs a second read from its start
+FOOTER_TAIL = 64 << 10
 
 # Data tiles of an encrypted array end with this filter, which no schema pipeline lists (§3.1).
 AES_256_GCM = FilterSpec(11)
@@ -59,21 +62,28 @@ class Fragment(FragmentFolder):
         return self._once("footer", self._footer_and_schema)[0]
 
     def _footer_and_schema(self):
-        data = self.metadata_bytes()
         rel = self._file(self.METADATA_FILE)
         name_version = self._name_version()
         if name_version is not None and name_version <= 2:
             # Formats 1/2: no footer; dense iff there is no __coords.tdb (§5.7).
             dense = not any(n == fm.COORDS_NAME + ".tdb" for n, _ in self.files())
             return fm.legacy_footer(self.legacy_metadata(), dense), self._named_schema("", rel, 0)
+        # The footer sits at the end of the file (§5.4): its tail is read alone, and the rest (R-tree, tile
+        # offsets: most of a big fragment's metadata) only when a view needs it.
+        data, start = self.store.file_tail(rel, FOOTER_TAIL)
+        size = start + len(data)
         if name_version is not None and name_version >= 10:
-            offset, length = fm.locate_footer(data, len(data), name_version, None, rel)
-            _, schema_name = fm.peek_footer_schema_name(data, rel, offset)
+            offset, length = fm.locate_footer(data, size, name_version, None, rel)
+            if offset < start:   # a footer longer than the tail read: read from its start
+                data, start = self.store.file_tail(rel, size - offset)
+            _, schema_name = fm.peek_footer_schema_name(data, rel, offset - start, base=start)
             schema = self._named_schema(schema_name or "", rel, offset)
         else:
             schema = self._named_schema("", rel, 0)
-            offset, length = fm.locate_footer(data, len(data), name_version, schema, rel)
-        return fm.parse_footer(data, rel, schema, offset, length, name_version), schema
+            offset, length = fm.locate_footer(data, size, name_version, schema, rel)
+            if offset < start:
+                data, start = self.store.file_tail(rel, size - offset)
+        return fm.parse_footer(data, rel, schema, offset - start, length, name_version, base=start), schema
 
     def _named_schema(self, name: str, rel: str, footer_offset: int):
         """The schema a footer names; a name with no schema file behind it is a problem of the footer
@@ -138,7 +148,9 @@ class Fragment(FragmentFolder):
             footer = self.footer()
             if footer.generic_tile_offsets is None:
                 return None
-            return bytes(self.metadata_bytes()[footer.offset:footer.offset + footer.footer_length])
+            data, start = self.store.file_tail(self._file(self.METADATA_FILE),
+                                               self.store.file_size(self._file(self.METADATA_FILE)) - footer.offset)
+            return bytes(data[footer.offset - start:footer.offset - start + footer.footer_length])
         except Exception:  # noqa: BLE001 -- the footer's own problem is recorded by its parse
             return None
 

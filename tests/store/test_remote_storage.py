@@ -19,6 +19,7 @@ pytest.importorskip("moto")
 
 from s3_server import BUCKET, S3Server  # noqa: E402
 
+from tdbfs.store import fragment as fragment_module  # noqa: E402
 from tdbfs.store.open_array import open_object  # noqa: E402
 from tdbfs.store.storage import FOLDER, REGULAR, NotRegularError, open_storage  # noqa: E402
 from tdbfs.store.storage.remote import RemoteOpenError, RemoteSettings  # noqa: E402
@@ -150,6 +151,30 @@ def test_first_footer_after_the_listing_costs_at_most_two_gets(dense_url):
     after = storage.counters.snapshot()
     assert bytes(text).startswith(b"version: 22\narray_schema_name: __")
     assert after.gets - before.gets <= 2
+
+
+def test_a_footer_is_read_from_the_tail_of_its_file(dense_url, monkeypatch):
+    """footer.yaml reads the end of `__fragment_metadata.tdb` alone, in one ranged GET, and shows what a
+    read of the whole file shows."""
+    whole_root = build_root(open_object(open_storage(dense_url)))
+    name = sorted(walk(whole_root, "fragments")[0].children())[0]
+    whole = walk(whole_root, f"fragments/{name}/footer.yaml")[0]
+    expected = bytes(whole.read(0, whole.size()))
+    footer_length = int(expected.split(b"footer_length: ")[1].split()[0])
+    tail = footer_length + 8 + 16   # the footer, its length field and a few bytes before it
+
+    monkeypatch.setattr(fragment_module, "FOOTER_TAIL", tail)
+    storage = open_storage(dense_url)
+    root = build_root(open_object(storage))
+    md = storage.file_size(f"__fragments/{name}/__fragment_metadata.tdb")
+    assert md > 2 * tail, "the metadata file must be longer than the tail for this test to mean anything"
+    before = storage.counters.snapshot()
+    footer = walk(root, f"fragments/{name}/footer.yaml")[0]
+    assert bytes(footer.read(0, footer.size())) == expected
+    after = storage.counters.snapshot()
+    schema_size = sum(storage.file_size(f"__schema/{n}") for n in storage.regular_names("__schema"))
+    assert after.gets - before.gets == 2                      # the tail, and the schema it names
+    assert after.bytes_read - before.bytes_read == tail + schema_size
 
 
 def test_tiles_match_tiledb_and_the_range_cache_serves_a_second_storage(dense_url, tmp_path):
