@@ -63,13 +63,15 @@ class ConcatFile(FileNode):
         return self._mtime
 
     def _layout(self) -> list[int]:
-        if self._ends is None:
-            ends, pos = [], len(self._header())
-            for part in self._parts:
-                pos += len(part())
-                ends.append(pos)
+        if self._ends is not None:
+            return self._ends
+        ends, pos = [], len(self._header())
+        for part in self._parts:
+            pos += len(part())
+            ends.append(pos)
+        if self.immutable:   # a fragment still being written may change under the next stat
             self._ends = ends
-        return self._ends
+        return ends
 
     def size(self) -> int:
         ends = self._layout()
