@@ -12,20 +12,24 @@ array by array. A TileDB group is checked member by member, recursively, after i
 own files (details, metadata) and its listing (members missing, folders that are
 not members, duplicate names); each member gets its own result. A failure is one
 problem naming file, structure and byte offset; nothing here prints, and the
-array is only ever read.
+array is only ever read. With `--jobs N` or `--dask`, the fragments (split into tile ranges when
+big) are checked by worker processes through check_work.py; what they found is merged into this
+store's logs in the order a check in one process finds it, so the report is the same.
 """
 
 from __future__ import annotations
 
-import contextlib
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from .check_work import check_fragment, died, plan, run_task
 from .problem import ERROR, WARNING, Problem, unique  # noqa: F401 -- WARNING: states TileDB itself leaves behind
-from .store.fragment_interface import streams
 from .store.group_store import Cycle, GroupStore, MemberError
-from .store.prefetch import prefetch_tiles
+
+#: a fragment whose files hold more than this is checked by several tasks (field, stream, tile range), so
+#: that one big fragment keeps every worker busy
+SPLIT_BYTES = 64 << 20
 
 
 @dataclass
@@ -72,21 +76,38 @@ class CheckResult:
         return out
 
 
-Progress = Callable[[int, int, str], None]
+@dataclass
+class Tally:
+    """What the workers of a parallel check have done so far (the progress bar's figures)."""
+
+    tiles: int = 0
+    bytes_read: int = 0
+    requests: int = 0
 
 
-def check_array(store, progress: Progress | None = None) -> CheckResult:
+#: progress(done, total, what, tally): steps done of total (a parallel check: fragments, with its Tally)
+Progress = Callable[..., None]
+
+
+def check_array(store, progress: Progress | None = None, executor=None, spec=None,
+                split_bytes: int = SPLIT_BYTES) -> CheckResult:
     """Check the array of `store` (an ArrayStore, a 0.x array store, a 0.x workspace store, whose every
     array is checked, or a GroupStore, whose every member is); never raises for damage it finds.
 
     Everything is decoded through the store, which records what fails; the result lists the store's
-    findings, the list array.yaml shows, so a mount that has read everything says the same."""
+    findings, the list array.yaml shows, so a mount that has read everything says the same.
+
+    With an `executor` (check_work.py: `run(fn, spec, tasks)`), the fragments are checked by its workers,
+    each opening the array from `spec` (a check_work.StoreSpec); their problems go into this store's logs
+    in the order `--jobs 1` finds them, so the result is the same, byte for byte."""
     if isinstance(store, GroupStore):
-        return _check_group(store, progress)
-    checker = _Checker(store, progress or (lambda done, total, what: None))
+        return _check_group(store, progress, executor, spec, split_bytes)
+    checker = _Checker(store, progress or (lambda done, total, what, tally=None: None))
     if store.legacy0x_layout == "workspace":
         for rel in store.array_paths():
             checker.run(store.array(rel))
+    elif executor is not None:
+        checker.run_parallel(store, executor, spec, split_bytes)
     else:
         checker.run(store)
     checker.result.problems = store.findings()
@@ -107,35 +128,76 @@ class _Checker:
         fragments = store.fragment_paths()
         steps = 4 + len(fragments)
         self.progress(0, steps, "schemas")
+        self._array_level(store, steps)
+        done = 3
+        for rel in fragments:
+            self.progress(done, steps, posixpath.basename(rel))
+            check_fragment(store, store.fragment(rel), self.result.counts)
+            done += 1
+        self._consolidated(store, lambda: self.progress(done, steps, "consolidated fragment metadata"))
+        self.progress(steps, steps, "done")
+
+    def run_parallel(self, store, executor, spec, split_bytes: int) -> None:
+        """As run(), with the fragments checked by `executor`'s workers: their results are merged in task
+        order, so each log holds what run() would have put there, in the same order."""
+        tally = Tally()
+        tasks = plan(store, spec, split_bytes)
+        frags = list(dict.fromkeys(t.fragment for t in tasks))
+        left = {rel: 0 for rel in frags}   # tasks not yet done, per fragment
+        for t in tasks:
+            left[t.fragment] += 1
+        self.progress(0, len(frags), "array files", tally)
+        self._array_level(store, 0, lambda *a: None)
+        results = {}
+        done = 0
+        for r in executor.run(run_task, spec, tasks):
+            results[r.index] = r
+            tally.tiles += r.counts.get("tiles", 0)
+            tally.bytes_read += r.bytes_read
+            tally.requests += r.requests
+            rel = tasks[r.index].fragment
+            left[rel] -= 1
+            done += not left[rel]
+            self.progress(done, len(frags), posixpath.basename(rel), tally)
+        for t in tasks:
+            r = results.get(t.index) or died(t, "it sent no result")
+            for p in r.store_problems:
+                store.problems.add(p)
+            log = store.fragment(t.fragment).problems
+            for p in r.fragment_problems:
+                log.add(p)
+            for what, n in r.counts.items():
+                self.count(what, n)
+        self._consolidated(store, lambda: self.progress(len(frags), len(frags), "consolidated fragment metadata",
+                                                          tally))
+        self.progress(len(frags), len(frags), "done", tally)
+
+    def _array_level(self, store, steps: int, progress: Progress | None = None) -> None:
         if store.legacy0x_layout:
             for rel in store.schema_files():   # 0.x keeps nothing else at the array level
                 self.count("files")
                 store.attempt(store.legacy0x_schema, rel, "0.x array schema")
         else:
-            self._array_files(store, steps)
-        done = 3
-        for rel in fragments:
-            self.progress(done, steps, posixpath.basename(rel))
-            self._fragment(store, store.fragment(rel))
-            done += 1
+            self._array_files(store, steps, progress or self.progress)
+
+    def _consolidated(self, store, announce) -> None:
         if not store.legacy0x_layout:
-            self.progress(done, steps, "consolidated fragment metadata")
+            announce()
             for rel in store.fragment_meta_files():
                 self.count("files")
                 if store.attempt(lambda rel=rel: store.consolidated_fragment_metadata(rel), rel,
                                  "consolidated fragment metadata") is not None:
                     self.count("generic_tiles")
-        self.progress(steps, steps, "done")
 
-    def _array_files(self, store, steps: int) -> None:
+    def _array_files(self, store, steps: int, progress: Progress) -> None:
         """The array-level files of TileDB 2.x: schemas, enumerations, array metadata, commits."""
         for rel in store.schema_files():
             self._generic_file(store, rel, "array schema", store.schema)
         for rel in store.enumeration_files():
             self._generic_file(store, rel, "enumeration", store.enumeration)
-        self.progress(1, steps, "array metadata")
+        progress(1, steps, "array metadata")
         self._metadata_files(store)
-        self.progress(2, steps, "commits")
+        progress(2, steps, "commits")
         for rel in store.commit_files():
             self.count("files")
             if rel.endswith(".vac"):
@@ -167,32 +229,10 @@ class _Checker:
         self.count("generic_tiles")
         store.attempt(lambda: parse(rel), rel, structure)
 
-    # -- one fragment, of either layout --------------------------------------------------------
-    def _fragment(self, store, frag) -> None:
-        self.count("fragments")
-        md = f"{frag.rel}/{frag.METADATA_FILE}"
-        self.count("files", len(frag.files()))
-        with contextlib.suppress(OSError):
-            # whole, before the footer is read from its tail: check reads each byte once (the decodes
-            # below report what is wrong with the file)
-            store.read_file(md)
-        store.fragment_findings(frag)
-        frag.attempt(lambda: frag.parsed_name, frag.rel, "fragment name")
-        self.count("generic_tiles", frag.decode_metadata())
-        fields = frag.attempt(frag.stored_fields, md, "fields")
-        prefetch_tiles(store, frag, fields)   # an object store's GETs in parallel, each byte once
-        for f in fields or ():
-            ntiles = frag.attempt(lambda f=f: frag.tile_count(f.idx), md, f"tile offsets of {f.stem}")
-            for stream in streams(f):
-                for k in range(ntiles or 0):
-                    if frag.attempt(lambda k=k, f=f, stream=stream: frag.tile(f, k, stream),
-                                    f"{frag.rel}/{f.stem}", f"tile {k}") is not None:
-                        self.count("tiles")
-
 
 # -- groups ------------------------------------------------------------------------------------
 
-def _check_group(store: GroupStore, progress: Progress | None) -> CheckResult:
+def _check_group(store: GroupStore, progress: Progress | None, executor, spec, split_bytes: int) -> CheckResult:
     """The group's own files, then every member it lists (a member that is a group: recursively;
     one leading back to a group above it: not again). Member results name files from the group's
     folder (`obs/__fragments/...`), or from the member's own location when it lies elsewhere."""
@@ -213,7 +253,9 @@ def _check_group(store: GroupStore, progress: Progress | None) -> CheckResult:
             continue
         if isinstance(target, Cycle):
             continue
-        results.append(_prefixed(check_array(target, progress), store.member_prefix(member)))
+        member_spec = replace(spec, location=target.path) if spec is not None else None
+        results.append(_prefixed(check_array(target, progress, executor, member_spec, split_bytes),
+                                 store.member_prefix(member)))
     for sub in results:
         for what, n in sub.counts.items():
             result.counts[what] = result.counts.get(what, 0) + n

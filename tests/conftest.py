@@ -47,6 +47,17 @@ def array_factory(tmp_path: Path):
     return make
 
 
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on loopback (tests/s3_server.py) for one module's tests; a module needing its
+    environment or another kind of server defines its own."""
+    from s3_server import S3Server
+
+    server = S3Server.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def sample_arrays(tmp_path_factory: pytest.TempPathFactory) -> dict[str, arrays.BuiltArray]:
     """The representative set of arrays (arrays.SAMPLE_SET), built once per session.

@@ -148,23 +148,9 @@ def test_cli_lines_json_quiet_and_exit_codes(array_factory, tmp_path):
 
 def test_progress_bar_only_on_a_terminal(array_factory):
     """With stderr a pseudo-terminal the bar is drawn there; stdout keeps only the report."""
-    import pty
+    from terminal import run_with_terminal_stderr
     built = array_factory("sparse")
-    master, slave = pty.openpty()
-    try:
-        res = subprocess.run(CLI + [str(built.path)], stdout=subprocess.PIPE, stderr=slave, timeout=60)
-        os.close(slave)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    finally:
-        os.close(master)
+    res, seen = run_with_terminal_stderr(CLI + [str(built.path)], timeout=60)
     assert res.returncode == 0 and b"[" in seen and b"#" in seen
     assert b"#" not in res.stdout and b"clean" in res.stdout
 

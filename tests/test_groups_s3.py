@@ -17,14 +17,7 @@ pytest.importorskip("moto")
 
 import groups  # noqa: E402
 from mounting import mounted, tdbfs_command  # noqa: E402
-from s3_server import BUCKET, S3Server  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server.start()
-    yield server
-    server.stop()
+from s3_server import BUCKET  # noqa: E402
 
 
 def write_array(url: str, ctx, sparse: bool) -> None:

@@ -315,5 +315,5 @@ def test_a_daemon_starts_without_codecs_yaml_or_ldconfig(tmp_path):
     assert sorted(out["names"]) == names
     assert out["libfuse"] and "fuse" in out["libfuse"]   # found by the dynamic linker, no ldconfig -p
     assert out["first"] == []                              # nothing of these for a listing
-    # footer.yaml needs PyYAML (and the codec of the fragment metadata), never cryptography or Pillow
-    assert "yaml" in out["later"] and not {"cryptography", "PIL"} & set(out["later"])
+    # footer.yaml needs the codec of the schema it names, never PyYAML (views/simple_yaml.py), cryptography or Pillow
+    assert "zstandard" in out["later"] and not {"yaml", "cryptography", "PIL"} & set(out["later"])

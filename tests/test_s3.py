@@ -34,13 +34,6 @@ UPLOADED = {
 }
 
 
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def s3_env(s3, monkeypatch):
     """The test process's own environment pointed at the server (tdbfs subprocesses inherit it)."""

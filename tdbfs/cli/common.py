@@ -41,19 +41,19 @@ def open_store(array: str, cache_mb: int, key_file: str | None = None, key=None,
     """The store of `array`, a local path or an object store's URL; `remote` (RemoteSettings) says how to
     reach a URL (else each SDK's own credential chain)."""
     from ..store import NotAnArrayError, open_array
-    from ..store.open_array import open_object
-    from ..store.storage import open_storage
-    from ..store.storage.remote import RemoteOpenError
     from ..urls import is_url
 
     if key is None:
         key = load_key(key_file)
     try:
-        if is_url(array):
-            return open_object(open_storage(array, remote), cache_bytes=cache_mb << 20, key=key)
-        return open_array(array, cache_bytes=cache_mb << 20, key=key)
-    except RemoteOpenError as exc:
-        raise CliError(str(exc)) from None
+        if not is_url(array):  # without importing the object-store backend: a mount's start-up
+            return open_array(array, cache_bytes=cache_mb << 20, key=key)
+        from ..store.open_array import open_location
+        from ..store.storage.remote import RemoteOpenError
+        try:
+            return open_location(array, cache_mb << 20, key, remote)
+        except RemoteOpenError as exc:
+            raise CliError(str(exc)) from None
     except FileNotFoundError as exc:
         raise CliError(message_of(exc, f"array not found: {array}")) from None
     except NotAnArrayError as exc:

@@ -15,7 +15,6 @@ import time
 from .. import __version__
 from .common import PROG, CliError
 from .mountpoints import mount_fstype, unmount
-from .sd_notify import ready_once_answering
 
 
 #: glibc malloc tuning for the daemon (docs/performance.md §3: 0.4-0.6 -> 1.0-1.3 GB/s on the decode
@@ -81,6 +80,7 @@ def run_daemon(args, store, mnt: str, options) -> int:
     gc.set_threshold(100_000, 50, 1000)
 
     if not args.spawned:
+        from .sd_notify import ready_once_answering
         on_init = ready_once_answering(mnt)  # systemd's Type=notify, for `tdbfs mount -f` (sd_notify.py)
     else:
         def on_init():

@@ -5,7 +5,7 @@ Two routes reach it. mount(8) runs `/sbin/mount.fuse.tdbfs SOURCE MNT [-n] [-s] 
 [-t TYPE]` when that file exists (util-linux libmount, `exec_helper`). Otherwise it runs Debian's
 `mount.fuse3`, which drops `user,users,nouser,auto,noauto,_netdev,nofail`, appends `dev,suid`, and
 runs `tdbfs SOURCE MNT -o OPTS` from PATH (libfuse `util/mount.fuse.c`): `tdbfs`'s `main` hands such
-a call here (`is_helper_call`).
+a call here (`main.is_helper_call`).
 """
 
 from __future__ import annotations
@@ -48,12 +48,6 @@ class HelperCall:
         if self.options:
             argv += ["-o", ",".join(self.options)]
         return argv + ["--", self.source, self.mountpoint]
-
-
-def is_helper_call(argv) -> bool:
-    """`tdbfs SOURCE MNT ...` as mount.fuse3 runs it: a command name never holds a '/', a source
-    (an absolute path, which is all fstab allows, or a URL) always does."""
-    return len(argv) >= 2 and "/" in argv[0] and not argv[0].startswith("-")
 
 
 def parse(argv) -> HelperCall:

@@ -5,16 +5,15 @@ from __future__ import annotations
 import os
 import sys
 
-from ..format.errors import FormatError
 from ..text import shown
-from . import fstab
 from .common import CliError, error
 from .parser import UsageError, build_parser
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if fstab.is_helper_call(argv):  # `tdbfs SOURCE MNT -o OPTS`, as mount.fuse3 runs it for fuse.tdbfs
+    if is_helper_call(argv):  # `tdbfs SOURCE MNT -o OPTS`, as mount.fuse3 runs it for fuse.tdbfs
+        from . import fstab
         return fstab.main(argv)
     parser = build_parser()
     try:
@@ -34,15 +33,24 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # `tdbfs cat ... | head`
         _silence_stdout()
         return 0
-    except FormatError as exc:  # damage a view let through: where it is, as the problem lists say it
-        error(f"cannot be read: {shown(str(exc))}")
-        return 1
-    except Exception as exc:  # a bug: still one line, unless --debug
+    except Exception as exc:
+        # imported here: `tdbfs mount` starts its daemon sooner without the format's modules
+        from ..format.errors import FormatError
+        if isinstance(exc, FormatError):  # damage a view let through: where it is, as the problem lists say it
+            error(f"cannot be read: {shown(str(exc))}")
+            return 1
+        # a bug: still one line, unless --debug
         if getattr(args, "debug", False):
             import traceback
             traceback.print_exc()
         error(f"internal error: {type(exc).__name__}: {exc}")
         return 1
+
+
+def is_helper_call(argv) -> bool:
+    """`tdbfs SOURCE MNT ...` as mount.fuse3 runs it (fstab.py): a command name never holds a '/', a
+    source (an absolute path, which is all fstab allows, or a URL) always does."""
+    return len(argv) >= 2 and "/" in argv[0] and not argv[0].startswith("-")
 
 
 def _silence_stdout() -> None:

@@ -24,8 +24,10 @@ def cmd_mount(args) -> int:
         options = fuse_options(args)
         if "fsname" not in option_keys(fuse_items(args.options)):
             options.fsname = array if is_url(array) else fuse_ops.default_fsname(array)
-        # listings of an object store are trusted as long as the kernel keeps the names found in them
-        remote = settings(remote_items(args.options) + secrets, options.lookup_ttl(), args.cache_dir)
+        # listings of an object store are trusted as long as the kernel keeps the names found in them;
+        # a local array given no backend option never imports the backend (start-up time)
+        items = remote_items(args.options) + secrets
+        remote = settings(items, options.lookup_ttl(), args.cache_dir) if items or is_url(array) else None
         store = open_store(array, args.cache_mb, args.key_file, key=key, remote=remote)
         check_mountpoint(mnt, array)  # a spawned daemon too: it starts before its parent has checked
         problem = fuse_ops.fuse_problem()
@@ -53,7 +55,8 @@ def cmd_mount(args) -> int:
     def check():
         from .. import fuse_ops
         fuse_options(args)
-        remote()   # a backend option that cannot be used is a usage error, here as in the daemon
+        if remote_items(args.options):
+            remote()   # a backend option that cannot be used is a usage error, here as in the daemon
         problem = fuse_ops.fuse_problem()
         if problem:
             open_store(array, args.cache_mb, key=key, remote=remote())

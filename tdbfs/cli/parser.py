@@ -135,10 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
                               "     vacuumed, do not count)\n  1  problems found\n"
                               "  2  could not run: not an array, unreadable, or a usage error\n\n"
                               "examples:\n  tdbfs check /data/my_array\n"
-                              "  tdbfs check --json /data/my_array | jq .problems\n")
+                              "  tdbfs check --json /data/my_array | jq .problems\n"
+                              "  tdbfs check --jobs 8 s3://bucket/my_array\n")
     p.add_argument("array", metavar="ARRAY")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
     p.add_argument("-q", "--quiet", action="store_true", help="no problem lines and no progress, only the summary")
+    p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
+                   help="check fragments in N worker processes, each with --cache-mb / N of memory (default: "
+                        "every core, or 1 for an array under 64 MiB; 1: in this process); the output is the "
+                        "same whatever N")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="check fragments on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786); "
+                        "its workers read the array from its location themselves")
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
     p.add_argument("--debug", action="store_true", help="tracebacks on errors")
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)

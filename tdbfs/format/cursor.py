@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+from ..lazy import np
 from .errors import FormatError
 
 _U8 = struct.Struct("<B")
@@ -117,12 +118,20 @@ class Cursor:
 
     def array(self, n: int, dtype, what: str):
         """`n` values of numpy `dtype` (little-endian string such as '<u8') as a read-only array."""
-        import numpy as np
         dt = np.dtype(dtype)
         self.count(n, dt.itemsize, what)
         self.need(n * dt.itemsize, what)
         out = np.frombuffer(self.data, dt, count=n, offset=self.pos)
         self.pos += n * dt.itemsize
+        return out
+
+    def u64s(self, n: int, what: str) -> tuple[int, ...]:
+        """`n` little-endian u64 values as ints (length checked before use). `struct`, not
+        numpy: the footer's lists are read at start-up, before numpy is imported (tdbfs/lazy.py)."""
+        self.count(n, 8, what)
+        self.need(8 * n, what)
+        out = struct.unpack_from(f"<{n}Q", self.data, self.pos)
+        self.pos += 8 * n
         return out
 
     def u64_array(self, n: int, what: str):
@@ -170,6 +179,12 @@ class TracingCursor(Cursor):
     def array(self, n: int, dtype, what: str):
         start = self.pos
         out = super().array(n, dtype, what)
+        self._note(what, start)
+        return out
+
+    def u64s(self, n: int, what: str) -> tuple[int, ...]:
+        start = self.pos
+        out = super().u64s(n, what)
         self._note(what, start)
         return out
 

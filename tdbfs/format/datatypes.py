@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
-import numpy as np
+from ..lazy import np
 
 VAR_NUM = 0xFFFFFFFF  # cell_val_num of a var-sized field
 
@@ -78,5 +79,11 @@ def decode_scalar(raw: bytes, dt: Datatype):
             {2: "utf-16-le", 4: "utf-32-le"}[dt.size], errors="backslashreplace")
     if len(raw) != dt.size:
         return raw.hex()
-    value = np.frombuffer(raw, dt.dtype)[0]
-    return value.item()
+    return _SCALARS[dt.numpy.lstrip("<")].unpack(raw)[0]
+
+
+# `struct`, not numpy: domains and MBR bounds are decoded at mount start-up, before numpy
+# is imported (tdbfs/lazy.py); both give the same Python int or float.
+_SCALARS = {code: struct.Struct("<" + char) for code, char in
+            (("i1", "b"), ("u1", "B"), ("i2", "h"), ("u2", "H"), ("i4", "i"), ("u4", "I"),
+             ("i8", "q"), ("u8", "Q"), ("f4", "f"), ("f8", "d"))}

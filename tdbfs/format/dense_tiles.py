@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from ..lazy import np
 from .errors import FormatError
 
 #: the dense layouts, numbered alike in 2.x schemas (docs/format.md §4.6, "Layout") and 0.x ones

@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
+from ..lazy import np
 from .cursor import Cursor
 from .datatypes import (
     VAR_NUM,

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from ..lazy import np
 from .cursor import Cursor
 from .datatypes import Datatype, DATATYPES
 from .errors import FormatError

@@ -33,10 +33,12 @@ class NotAnArrayError(Exception):
 class ArrayStore(MetadataFiles, BaseStore):
     #: commit files and vacuum lists live in __commits/ (format >= 12) and at the root (before)
     COMMIT_FOLDERS = (COMMITS_DIR, "")
+    #: every folder whose listing array.yaml, stats.csv, timeline.csv and fragments.svg are built from
+    SUMMARY_FOLDERS = ("", FRAGMENTS_DIR, COMMITS_DIR, SCHEMA_DIR, ENUMERATIONS_DIR, META_DIR, FRAGMENT_META_DIR,
+                       LABELS_DIR)
 
     def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, key=None, cache: ByteLRU | None = None):
         super().__init__(storage, cache_bytes, cache)
-        self._commit_derived: dict = {}  # kind -> (commits_state, value), see _per_commits_state
         self.key = key                   # EncryptionKey of an AES-256-GCM array, or None (never shown)
 
     def encryption_type(self, rel: str | None = None) -> int:
@@ -177,13 +179,30 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     # -- fragments -----------------------------------------------------------
     def fragment_paths(self) -> list[str]:
-        """Relative paths of fragment folders: `__fragments/*` and legacy ones at the root."""
-        # scandir's d_type answers "is it a folder" without a stat per fragment (10,000 fragments)
-        out = [f"{FRAGMENTS_DIR}/{n}" for n in self._subdirs(FRAGMENTS_DIR)]
-        for n in self._subdirs(""):
-            if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n):
-                out.append(n)
-        return out
+        """Relative paths of fragment folders: `__fragments/*` and legacy ones at the root; listed again only
+        when `__fragments/` or the root changed (one stat each, for 100,000 fragments)."""
+        return list(self._fragment_listing()[0])
+
+    def fragment_index(self) -> dict[str, str]:
+        """Fragment folder name -> its relative path as `fragment_paths` lists it. Shared: only read it."""
+        return self._fragment_listing()[1]
+
+    def _fragment_listing(self) -> tuple[tuple, dict]:
+        return self.per_listing("fragment listing", (FRAGMENTS_DIR, ""), self._list_fragments)
+
+    def _list_fragments(self) -> tuple[tuple, dict]:
+        # scandir's d_type answers "is it a folder" without a stat per fragment (100,000 fragments)
+        names = self._subdirs(FRAGMENTS_DIR)
+        paths = [f"{FRAGMENTS_DIR}/{n}" for n in names]
+        legacy = [n for n in self._subdirs("")
+                  if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n)]
+        index = dict(zip(legacy, legacy))
+        index.update(zip(names, paths))   # a name in both places: the one in __fragments/, listed first
+        return tuple(paths + legacy), index
+
+    def uncommitted_fragment_paths(self) -> list[str]:
+        return self.per_listing("uncommitted", (FRAGMENTS_DIR, "", COMMITS_DIR), lambda: [
+            rel for name, rel in self.fragment_index().items() if name not in self.committed_fragment_names()])
 
     def _subdirs(self, rel: str) -> list[str]:
         return self.storage.subdirs(rel)
@@ -205,34 +224,28 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     # -- commits, metadata, consolidated fragment metadata ---------------------
     def commit_files(self) -> list[str]:
+        """Relative paths of the commit files, listed again only when `__commits/` or the root changed."""
+        return list(self.per_listing("commit files", self.COMMIT_FOLDERS, self._list_commit_files))
+
+    def _list_commit_files(self) -> tuple[str, ...]:
         out = [f"{COMMITS_DIR}/{n}" for n in self._regular_files(COMMITS_DIR)]
         # Before format 12 commit markers and vacuum files lived at the root.
         out += [n for n in self._regular_files("") if n.endswith((".ok", ".vac"))]
-        return out
+        return tuple(out)
 
     def fragment_meta_files(self) -> list[str]:
         out = [f"{FRAGMENT_META_DIR}/{n}" for n in self._regular_files(FRAGMENT_META_DIR)]
         out += [n for n in self._regular_files("") if n.endswith(".meta")]
         return out
 
-    def _per_commits_state(self, kind: str, make):
-        """make(), reused while `commits_state` is unchanged (fragment.yaml of 10,000 fragments would
-        otherwise list and parse __commits 10,000 times). The result is shared: callers only read it."""
-        state = self.commits_state()
-        if state is not None:
-            with self._lock:
-                hit = self._commit_derived.get(kind)
-            if hit is not None and hit[0] == state:
-                return hit[1]
-        value = make()
-        if state is not None:
-            with self._lock:
-                self._commit_derived[kind] = (state, value)
-        return value
-
     def committed_fragment_names(self) -> dict[str, str]:
         """Fragment name -> the commit that marks it (.wrt, .ok, or an entry of a .con file)."""
-        return self._per_commits_state("committed", self._committed_fragment_names)
+        # fragment.yaml of 100,000 fragments would otherwise list and parse __commits 100,000 times
+        return self.per_listing("committed", self.COMMIT_FOLDERS, self._committed_fragment_names)
+
+    def kept_committed_fragment_names(self) -> dict[str, str] | None:
+        """committed_fragment_names() if it is kept for the commits as they are now, else None."""
+        return self.kept_listing("committed", self.COMMIT_FOLDERS)
 
     def _committed_fragment_names(self) -> dict[str, str]:
         out = {}
@@ -257,7 +270,7 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     def vacuum_lists(self) -> dict[str, str]:
         """Fragment name -> the vacuum file (`.vac`) that lists it as obsolete."""
-        return self._per_commits_state("vacuum", self._vacuum_lists)
+        return self.per_listing("vacuum", self.COMMIT_FOLDERS, self._vacuum_lists)
 
     def _vacuum_lists(self) -> dict[str, str]:
         out = {}
@@ -275,23 +288,16 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     def fragment_findings(self, frag) -> list[Problem]:
         """findings.fragment_findings(frag), computed again only when the fragment's folder or the commits
-        changed (array.yaml asks for every fragment's at each render)."""
+        changed (array.yaml asks for every fragment's at each render); kept in the bounded cache."""
         from .findings import fragment_findings
         commits = self.commits_state()
+        if commits is None:
+            return fragment_findings(frag)
         try:
-            key = (frag.signature(), commits)
+            key = ("findings", self.path, frag.rel, frag.signature(), commits)
         except OSError:
-            key = None
-        if key is not None and commits is not None:
-            with self._lock:
-                hit = self._findings.get(frag.rel)
-            if hit is not None and hit[0] == key:
-                return hit[1]
-        value = fragment_findings(frag)
-        if key is not None and commits is not None:
-            with self._lock:
-                self._findings[frag.rel] = (key, value)
-        return value
+            return fragment_findings(frag)
+        return self.cache.get_or_make(key, lambda: _with_cost(fragment_findings(frag)))
 
     def listing_findings(self) -> list[Problem]:
         from .findings import array_findings
@@ -336,6 +342,11 @@ class ArrayStore(MetadataFiles, BaseStore):
 
 
 _KNOWN_DIRS = {SCHEMA_DIR, META_DIR, COMMITS_DIR, FRAGMENT_META_DIR, FRAGMENTS_DIR, LABELS_DIR, "__enumerations"}
+
+
+def _with_cost(problems: list) -> tuple[list, int]:
+    """Findings with what they cost the cache: the key's folder signature and the list (tracemalloc)."""
+    return problems, 512 + 400 * len(problems)
 
 
 def _looks_like_fragment(name: str) -> bool:

@@ -10,6 +10,7 @@ chose, in `Metadata::deserialize` (`tiledb/sm/metadata/metadata.cc`).
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 import weakref
@@ -24,6 +25,9 @@ from .metadata_files import META_DIR, MergedMetadata
 #: on, a sparse reader keeps a fragment whose range only partly overlaps [0, T] and filters its cells
 #: by their timestamps (t.tdb)
 CONSOLIDATION_WITH_TIMESTAMPS_MIN_VERSION = 15
+#: symlinks the `fragments/` folders of the times as_of/ lists hold in all, beyond two per fragment: N writes
+#: without consolidation make N times of up to N fragments each, ~N^2/2 symlinks (100,000 writes: 5 billion)
+LINKS_LISTED = 10_000
 #: constants::array_dir_names that is_fragment excludes at the array root
 _NOT_FRAGMENTS = ("__schema", "__commits", "__meta", "__fragments", "__fragment_meta")
 
@@ -50,6 +54,24 @@ def schema_as_of(store, t: int) -> str | None:
     if best is not None:
         return best[1]
     return files[0] if files else None
+
+
+def listed_times(store, times: list[int]) -> list[int]:
+    """The times as_of/ lists, of `times` (ascending): the newest, back to where the `fragments/` folders of
+    the times listed would hold more than LINKS_LISTED symlinks plus two per fragment, so that a walk of
+    the mount stays linear in the fragments. A time's folder is counted as the committed fragments that
+    start by it (at least what it holds, whatever the array type). Always the newest time; every other
+    time is still found when typed."""
+    candidates, _ = _candidates(store)
+    starts = sorted(n.t1 for _, n in candidates)
+    budget = LINKS_LISTED + 2 * len(starts)
+    out: list[int] = []
+    for t in reversed(times):
+        budget -= bisect.bisect_right(starts, t)
+        if budget < 0 and out:
+            break
+        out.append(t)
+    return out[::-1]
 
 
 def reader_fragments(store, t: int) -> FragmentsAsOf:
@@ -97,7 +119,7 @@ def _candidates(store):
                 vacs.append((n, frozenset(entries)))
         return tuple(sorted(named.items(), key=lambda item: item[1].sort_key)), tuple(vacs)
 
-    return store._per_commits_state("as_of candidates", make)
+    return store.per_listing("as_of candidates", store.COMMIT_FOLDERS, make)
 
 
 def metadata_as_of(store, t: int) -> MergedMetadata:

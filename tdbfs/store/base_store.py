@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import OrderedDict
+from contextlib import contextmanager
 
 from ..format.generic_tile import GenericTile, read_generic_tile
 from .cache import ByteLRU
@@ -21,6 +23,28 @@ from .storage import Entry, Storage, open_storage
 #: the least recently asked for beyond this are dropped, and parsed again when asked for.
 #: A walk of 10,000 fragments then holds 256 of them, not 10,000.
 FRAGMENTS_KEPT = 256
+
+#: folder listings one_pass keeps: those of the fragment at hand (its folder, and the array's own folders)
+PASS_FOLDERS = 16
+
+#: directory mtimes tick coarsely: a listing whose folder changed within this many ns may change again
+#: within the same tick, unseen, so what is derived from it is not kept
+MTIME_TICK_NS = 1_000_000_000
+
+
+class _KeptLog(ProblemLog):
+    """A fragment's problem log, which the store keeps from its first problem on, whatever becomes of the
+    fragment object (dropped from the LRU, still held by a view): array.yaml lists every problem found.
+    Logs without a problem are not kept, so a walk of 100,000 fragments holds no log per fragment."""
+
+    def __init__(self, store: "BaseStore", rel: str):
+        super().__init__()
+        self._store, self._rel = store, rel
+
+    def add(self, p: Problem) -> None:
+        super().add(p)
+        with self._store._lock:
+            self._store._problem_logs.setdefault(self._rel, self)
 
 
 class BaseStore:
@@ -41,9 +65,12 @@ class BaseStore:
         self._lock = threading.RLock()
         self._parsed: dict = {}          # (kind, relpath, size, mtime) -> parsed object
         self._fragments: OrderedDict = OrderedDict()  # fragment relpath -> fragment, least recent first
-        # fragment relpath -> its ProblemLog, which outlives a dropped fragment: what was found stays shown
+        # fragment relpath -> its ProblemLog once it holds a problem: it outlives a dropped fragment, so what
+        # was found stays shown; the logs of fragment objects alive without a problem are only looked up
         self._problem_logs: dict = {}
-        self._findings: dict = {}   # fragment relpath -> (state, its listing findings), see fragment_findings
+        self._live_logs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._per_listing: dict = {}   # kind -> (listing stamps, value), see per_listing
+        self._pass = threading.local()  # .entries (folders listed last), .stamps: during one_pass
 
     # -- files: every access goes through the storage (no symlink followed, regular files only) ---
     def listdir(self, rel: str = "") -> list[str]:
@@ -51,8 +78,32 @@ class BaseStore:
         return self.storage.names(rel)
 
     def entries(self, rel: str = "") -> list[Entry]:
-        """Every entry of the folder `rel` as lstat sees it, sorted by name."""
-        return self.storage.entries(rel)
+        """Every entry of the folder `rel` as lstat sees it, sorted by name (within `one_pass`, the last
+        PASS_FOLDERS folders listed are not listed again)."""
+        seen = getattr(self._pass, "entries", None)
+        if seen is None:
+            return self.storage.entries(rel)
+        got = seen.get(rel)
+        if got is None:
+            got = seen[rel] = self.storage.entries(rel)
+            if len(seen) > PASS_FOLDERS:
+                seen.popitem(last=False)
+        else:
+            seen.move_to_end(rel)
+        return got
+
+    @contextmanager
+    def one_pass(self):
+        """A summary's render: a fragment's folder is asked for by its signature, its findings and its
+        files one after another, and listed once for them all (a few listings kept, not 100,000)."""
+        outer = getattr(self._pass, "entries", None) is not None
+        if not outer:
+            self._pass.entries, self._pass.stamps = OrderedDict(), {}
+        try:
+            yield
+        finally:
+            if not outer:
+                self._pass.entries = self._pass.stamps = None
 
     def entry(self, rel: str) -> Entry | None:
         return self.storage.entry(rel)
@@ -92,8 +143,9 @@ class BaseStore:
     def read_file(self, rel: str) -> bytes:
         """A whole file, cached under the store's path, its own, its size and mtime (the arrays of a
         workspace share one cache)."""
-        version = self._version_of(rel)
+        return self._read_whole(rel, self._version_of(rel))
 
+    def _read_whole(self, rel: str, version: tuple[int, int]) -> bytes:
         def make():
             data = self.storage.read(rel)
             return data, len(data)
@@ -107,7 +159,7 @@ class BaseStore:
         version = self._version_of(rel)
         whole = self.cache.get(("file", self.path, rel, version))
         if whole is not None or version[0] <= size:
-            return (whole if whole is not None else self.read_file(rel)), 0
+            return (whole if whole is not None else self._read_whole(rel, version)), 0
         start = version[0] - size
 
         def make():
@@ -172,17 +224,92 @@ class BaseStore:
         """A key that changes whenever an entry that commits a fragment comes or goes (the mtimes of
         COMMIT_FOLDERS), or None while one changed within the last second: directory mtimes tick
         coarsely, so two changes in one tick would look like one."""
+        return self.listing_stamps(self.COMMIT_FOLDERS)
+
+    def listing_stamps(self, folders) -> tuple | None:
+        """The mtimes of `folders` (None for one that is not there): they change whenever an entry of
+        theirs comes or goes. None while one changed within the last tick (MTIME_TICK_NS). Within
+        `one_pass`, taken once: every fragment's findings ask for the commits' state."""
+        seen = getattr(self._pass, "stamps", None)
+        if seen is not None:
+            folders = tuple(folders)
+            if folders not in seen:
+                seen[folders] = self._listing_stamps(folders)
+            return seen[folders]
+        return self._listing_stamps(folders)
+
+    def _listing_stamps(self, folders) -> tuple | None:
         stamps = []
         now = time.time_ns()
-        for rel in self.COMMIT_FOLDERS:
+        for rel in folders:
             try:
                 stamp = self.storage.stat(rel).mtime_ns
             except OSError:
                 stamp = None
-            if stamp is not None and now - stamp < 1_000_000_000:
+            if stamp is not None and now - stamp < MTIME_TICK_NS:
                 return None
             stamps.append(stamp)
         return tuple(stamps)
+
+    def per_listing(self, kind: str, folders, make):
+        """make(), reused while the listings of `folders` stay as they are (listing_stamps): one stat per
+        folder instead of a listing of 100,000 fragments. The result is shared: callers only read it."""
+        return self._kept_while(kind, self.listing_stamps(folders), make)
+
+    def _kept_while(self, kind: str, state, make):
+        """make(), reused while `state` stays the same (never kept while it is None: something is changing)."""
+        if state is not None:
+            with self._lock:
+                hit = self._per_listing.get(kind)
+            if hit is not None and hit[0] == state:
+                return hit[1]
+        value = make()
+        if state is not None:
+            with self._lock:
+                self._per_listing[kind] = (state, value)
+        return value
+
+    def kept_listing(self, kind: str, folders):
+        """Within `one_pass`, what per_listing(kind, folders, ...) keeps if it is current; else None, and
+        nothing is listed (outside a pass the stamps would cost more than the lookup they save)."""
+        if getattr(self._pass, "stamps", None) is None:
+            return None
+        state = self.listing_stamps(folders)
+        with self._lock:
+            hit = self._per_listing.get(kind)
+        return hit[1] if state is not None and hit is not None and hit[0] == state else None
+
+    def kept_committed_fragment_names(self) -> dict | None:
+        """The committed fragments' names, when a summary's pass has them at hand (each layout says)."""
+        return None
+
+    #: the folders whose listings the array-wide summaries come from (each layout says)
+    SUMMARY_FOLDERS: tuple[str, ...] = ("",)
+
+    def summary_state(self):
+        """What the array-wide summaries (array.yaml, stats.csv, timeline.csv, fragments.svg) depend on
+        that can change: the listings of SUMMARY_FOLDERS, the files of the fragments not yet committed
+        (still being written) and the number of problems found. None while a listing changed within the
+        last tick: render again. A committed fragment's files are taken as written for good (TileDB never
+        rewrites them), as its views are."""
+        stamps = self.listing_stamps(self.SUMMARY_FOLDERS)
+        if stamps is None:
+            return None
+        try:
+            writing = tuple(self.fragment(rel).signature() for rel in self.uncommitted_fragment_paths())
+        except OSError:
+            return None
+        with self._lock:
+            found = len(self.problems.items) + sum(len(log.items) for log in self._problem_logs.values())
+        return stamps, writing, found
+
+    def per_summary(self, kind: str, make):
+        """make(), reused while summary_state stays the same (the timeline behind as_of/'s listing)."""
+        return self._kept_while(kind, self.summary_state(), make)
+
+    def uncommitted_fragment_paths(self) -> list[str]:
+        """The fragment folders no commit marks (yet)."""
+        return [rel for rel in self.fragment_paths() if not self.fragment(rel).committed]
 
     # -- fragments: each layout lists and makes its own ------------------------------------------
     def fragment_paths(self) -> list[str]:
@@ -199,19 +326,27 @@ class BaseStore:
                 self._fragments.move_to_end(rel)
                 return frag
             frag = self._make_fragment(rel)
-            frag.problems = self._problem_logs.setdefault(rel, frag.problems)
+            # one log per fragment, whichever object of it finds a problem
+            log = self._problem_logs.get(rel) or self._live_logs.get(rel)
+            if log is None:
+                log = self._live_logs[rel] = _KeptLog(self, rel)
+            frag.problems = log
             self._fragments[rel] = frag
             if len(self._fragments) > FRAGMENTS_KEPT:
                 self._fragments.popitem(last=False)
             return frag
 
-    def fragments(self) -> list:
-        paths = self.fragment_paths()
+    def forget_vanished(self, paths) -> None:
+        """Drop what is kept of fragments no longer in `paths` (the fragment folders listed now)."""
         live = set(paths)
         with self._lock:
-            for kept in (self._fragments, self._problem_logs, self._findings):
+            for kept in (self._fragments, self._problem_logs):
                 for gone in set(kept) - live:
                     del kept[gone]
+
+    def fragments(self) -> list:
+        paths = self.fragment_paths()
+        self.forget_vanished(paths)
         return [self.fragment(p) for p in paths]
 
     def loaded_fragments(self) -> list:
@@ -231,6 +366,11 @@ class BaseStore:
         """Every problem known now: the listings' findings and what decoding found (array.yaml, check)."""
         from .findings import all_findings
         return all_findings(self)
+
+    def problem_log(self, rel: str) -> ProblemLog | None:
+        """The problems found in the fragment `rel`, kept whatever became of its object (None: none found)."""
+        with self._lock:
+            return self._problem_logs.get(rel)
 
     def all_problems(self) -> list[Problem]:
         """What decoding found: the store's problems, then each fragment's (dropped fragments' too)."""

@@ -18,13 +18,12 @@ import bisect
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..format import fragment_metadata as fm
 from ..format.errors import FormatError
 from ..format.generic_tile import ENCRYPTION_TYPES, HEADER_BASE_SIZE, HEADER_FIELDS, read_generic_tile_header
 from ..format.datatypes import datatype_name
 from ..format.tile import parse_chunk_headers
+from ..lazy import np
 from .fragment import Fragment
 from .fragment_interface import DATA, VALIDITY, VAR
 

@@ -38,7 +38,7 @@ def array_findings(store) -> list[Problem]:
     """What the root's and the array folders' listings show, and what the commits say of fragments
     (a TileDB array of format 1 to 22)."""
     out: list[dict] = []
-    fragment_names = {os.path.basename(p) for p in store.fragment_paths()}
+    fragment_names = set(store.fragment_index())
     for e in store.entries(""):
         if e.name in _ROOT_FOLDERS:
             if not e.is_dir:
@@ -54,17 +54,8 @@ def array_findings(store) -> list[Problem]:
             out.append(_not_folder(e.name, e, "a fragment folder"))
             continue
         out.append(_extra(e.name, e, "the array folder"))
-    if store.isdir("__fragments"):
-        for e in store.entries("__fragments"):
-            rel = f"__fragments/{e.name}"
-            if e.is_dir:
-                bad_name = _name_problem(rel, e.name)
-                if bad_name is not None:
-                    out.append(bad_name)
-            elif e.kind == REGULAR:
-                out.append(_extra(rel, e, "__fragments/"))
-            else:
-                out.append(_not_folder(rel, e, "a fragment folder"))
+    # every name of 100,000 fragments parsed again only when __fragments/ changes
+    out += store.per_listing("__fragments findings", ("__fragments",), lambda: _fragments_folder_findings(store))
     for folder in ("__schema", "__schema/__enumerations", "__meta", "__commits", "__fragment_meta"):
         for e in store.entries(folder):
             rel = f"{folder}/{e.name}"
@@ -72,6 +63,21 @@ def array_findings(store) -> list[Problem]:
                 continue
             out.append(not_regular(rel, e) if e.kind != FOLDER else _extra(rel, e, f"{folder}/"))
     out += _commit_findings(store, fragment_names)
+    return out
+
+
+def _fragments_folder_findings(store) -> list[Problem]:
+    out = []
+    for e in store.entries("__fragments"):
+        rel = f"__fragments/{e.name}"
+        if e.is_dir:
+            bad_name = _name_problem(rel, e.name)
+            if bad_name is not None:
+                out.append(bad_name)
+        elif e.kind == REGULAR:
+            out.append(_extra(rel, e, "__fragments/"))
+        else:
+            out.append(_not_folder(rel, e, "a fragment folder"))
     return out
 
 
@@ -221,15 +227,19 @@ def data_file_finding(frag, field, stream: str, entry) -> Problem | None:
 
 def all_findings(store) -> list[Problem]:
     """Everything known to be wrong with the array now: the listings' findings for the array and every
-    fragment, then what decoding found (array-level files, then each fragment, then the rest)."""
-    frags = store.fragments()
+    fragment, then what decoding found (array-level files, then each fragment, then the rest). One
+    fragment object at a time: a pass over 100,000 holds no more of them than the store keeps."""
+    paths = store.fragment_paths()
+    store.forget_vanished(paths)
     lists = [store.listing_findings()]
-    for frag in frags:
-        lists.append(store.fragment_findings(frag))
-        # a decoded structure may have found more since: the fragment's own log, as fragment.yaml shows it
+    for rel in paths:
+        lists.append(store.fragment_findings(store.fragment(rel)))
     lists.append(store.problems.items)
-    for frag in frags:
-        lists.append(frag.problems.items)
+    for rel in paths:
+        # a decoded structure may have found more since: the fragment's own log, as fragment.yaml shows it
+        log = store.problem_log(rel)
+        if log is not None:
+            lists.append(log.items)
     lists.append(store.all_problems())
     return unique(*lists)
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from ..format import fragment_metadata as fm
 from ..format.errors import FormatError
 from ..format.filter_registry import offsets_embedded
@@ -17,6 +15,7 @@ from ..format.filters import EMPTY_PIPELINE, FilterPipeline, FilterSpec
 from ..format.names import parse_fragment_name
 from ..format.reversers.encryption import NO_KEY_MESSAGE, EncryptedError
 from ..format.tile import DecodedTile, FilterContext, empty_offsets, unfilter_tile, UINT8, UINT64
+from ..lazy import np
 from .fragment_folder import FragmentFolder
 from .fragment_interface import DATA, STREAM_SUFFIX, TILEDB, VALIDITY, VAR, TileLocation
 from .problems import Problem, WARNING
@@ -49,17 +48,32 @@ class Fragment(FragmentFolder):
             raise FormatError(self.rel, "fragment name", exc.offset, exc.message) from None
 
     def is_committed(self) -> bool:
-        # one lstat answers for the usual case, without listing the commits of 10,000 fragments
-        if self.store.isfile(f"__commits/{self.name}.wrt"):
+        # in a summary's pass over 100,000 fragments the commits listed already answer; else one lstat
+        # answers for the usual case, without listing the commits of 100,000 fragments
+        committed = self.store.kept_committed_fragment_names()
+        if committed is None and self.store.isfile(f"__commits/{self.name}.wrt"):
             return True
-        return self.name in self.store.committed_fragment_names()
+        return self.name in (committed if committed is not None else self.store.committed_fragment_names())
 
     # -- footer, schema, fields ------------------------------------------------
     def metadata_bytes(self) -> bytes:
         return self.store.read_file(self._file(self.METADATA_FILE))
 
     def footer(self):
-        return self._once("footer", self._footer_and_schema)[0]
+        return self._once("footer", self._kept_footer_and_schema)[0]
+
+    def _kept_footer_and_schema(self):
+        """The footer and its schema, kept in the store's bounded cache too: a fragment object dropped from
+        the store's LRU (a walk or a summary of 100,000 fragments) is made again without a parse."""
+        key = ("footer", self.store.path, self.rel, self.cache_token())
+
+        def make():
+            footer, schema = self._footer_and_schema()
+            # the parsed footer, its field list and arrays: ~5 KiB for 3 fields (tracemalloc); the schema
+            # is the store's, shared
+            return (footer, schema), 2048 + 1024 * len(footer.fields)
+
+        return self.store.cache.get_or_make(key, make)
 
     def _footer_and_schema(self):
         rel = self._file(self.METADATA_FILE)
@@ -106,7 +120,7 @@ class Fragment(FragmentFolder):
                               f"names the array schema {name or '(legacy)'!r}, but {where} {why}") from None
 
     def schema(self):
-        return self._once("footer", self._footer_and_schema)[1]
+        return self._once("footer", self._kept_footer_and_schema)[1]
 
     def decode_metadata(self) -> int:
         """Decode every generic tile the footer points at, through the accessors the views use (so a

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
+from ..lazy import np
 
 # The streams of one field: fixed data (or the offsets of a var-sized field), var data, validity.
 DATA, VAR, VALIDITY = "data", "var", "validity"

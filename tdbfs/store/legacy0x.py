@@ -19,7 +19,6 @@ from .problems import Problem, unique
 from .storage import Storage
 
 SCHEMA_FILE = "__array_schema.tdb"
-WORKSPACE_MARKER = "__tiledb_workspace.tdb"
 
 
 class Legacy0xArrayStore(ArrayStore):

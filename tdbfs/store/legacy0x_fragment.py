@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..format.datatypes import Datatype
 from ..format.errors import FormatError
 from ..format.fragment_metadata import ATTRIBUTE, COORDS
@@ -14,6 +12,7 @@ from ..format.legacy0x import book_keeping as zbk
 from ..format.legacy0x.codecs import TileLayout, decode_tile
 from ..format.legacy0x.names import parse_fragment_name
 from ..format.legacy0x.schema import COORDS as COORDS_NAME, Attribute, Legacy0xSchema
+from ..lazy import np
 from .fragment_folder import FragmentFolder
 from .fragment_interface import DATA, LEGACY0X, VAR, TileLocation
 

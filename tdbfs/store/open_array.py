@@ -7,7 +7,11 @@ from .array_store import (FRAGMENT_METADATA_FILE, GROUP_DIR, GROUP_FILE, LEGACY_
                           NotAnArrayError)
 from .storage import Storage, open_storage
 
-__all__ = ["open_array", "open_object", "open_tiledb_array", "NotAnArrayError"]
+__all__ = ["open_array", "open_location", "open_object", "open_tiledb_array", "NotAnArrayError"]
+
+#: a TileDB 0.x workspace (GenomicsDB); the 0.x stores (legacy0x.py) are imported only for 0.x
+#: folders, as they cost a mount's start-up ~10 ms
+WORKSPACE_MARKER = "__tiledb_workspace.tdb"
 
 
 def open_array(path: str, cache_bytes: int = 512 << 20, key=None):
@@ -22,6 +26,16 @@ def open_array(path: str, cache_bytes: int = 512 << 20, key=None):
     return open_object(storage, cache_bytes, key)
 
 
+def open_location(location: str, cache_bytes: int = 512 << 20, key=None, remote=None):
+    """The store of what a local path or an object store's URL holds (see open_object); `remote`
+    (RemoteSettings) says how to reach a URL. open_array's errors, and RemoteOpenError for a URL."""
+    from ..urls import is_url
+
+    if not is_url(location):
+        return open_array(location, cache_bytes, key)
+    return open_object(open_storage(location, remote), cache_bytes, key)
+
+
 def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None, ancestors: tuple = ()):
     """The store of what `storage` holds.
 
@@ -30,13 +44,14 @@ def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=
     whose `ancestors` are the groups shown above it; anything else is opened as a TileDB array of
     format 1 to 22, sharing `cache` when given. NotAnArrayError when it holds none of them. Views
     and `check` serve whichever store they are given."""
-    from .legacy0x import WORKSPACE_MARKER, Legacy0xArrayStore, Legacy0xWorkspaceStore
-
     if storage.is_file(WORKSPACE_MARKER):
+        from .legacy0x import Legacy0xWorkspaceStore
         return Legacy0xWorkspaceStore(storage, cache_bytes, "workspace")
     if _is_legacy0x_array(storage):
+        from .legacy0x import Legacy0xArrayStore
         return Legacy0xArrayStore(storage, cache_bytes)
     if storage.is_file(GROUP_FILE) and not storage.is_dir(GROUP_DIR):
+        from .legacy0x import Legacy0xWorkspaceStore
         workspace = Legacy0xWorkspaceStore(storage, cache_bytes, "group")
         if workspace.array_paths():
             return workspace
@@ -59,11 +74,11 @@ def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None, 
 def _is_legacy0x_array(storage: Storage) -> bool:
     """A TileDB 0.x array: its schema file with no __schema/ beside it, told from a TileDB 1.x/2.x
     `__array_schema.tdb` by the fork's version tag, the fragments' files, or a complete 0.x decode."""
+    if not storage.is_file(LEGACY_SCHEMA) or storage.is_dir(SCHEMA_DIR):
+        return False
     from ..format.legacy0x.schema import parse_schema
     from .legacy0x import BOOK_KEEPING_FILE
 
-    if not storage.is_file(LEGACY_SCHEMA) or storage.is_dir(SCHEMA_DIR):
-        return False
     try:
         head = storage.pread(LEGACY_SCHEMA, 0, 4)
         if len(head) == 4 and int.from_bytes(head, "little") >= 0x80000000:

@@ -4,6 +4,22 @@ from __future__ import annotations
 
 import posixpath
 
+from .common import guarded
+from .nodes import BytesFile, Summary
+
+
+def summary_file(store, render, structure: str) -> BytesFile:
+    """An array-wide summary (array.yaml, stats.csv, timeline.csv, fragments.svg): one pass over the
+    listings and the fragment metadata, each fragment folder listed once (store.one_pass), kept until
+    store.summary_state() changes; never a data tile."""
+    def in_one_pass() -> bytes:
+        with store.one_pass():
+            return render()
+
+    return BytesFile(guarded(in_one_pass, store.problems, "", structure),
+                     Summary(store.summary_state, store.cache, ("summary", store.path, structure)),
+                     mtime=lambda: store.mtime(""))
+
 
 def _timestamps(store, rel: str) -> dict | None:
     n = store.timestamped_name(rel)
@@ -26,15 +42,12 @@ def array_summary(store) -> dict:
             schema_versions.add(store.schema(rel).version)
         except Exception as exc:
             store.problems.add_error(exc, rel, "array schema")
-    fragment_versions: dict = {}
     paths = store.fragment_paths()
-    for p in paths:
-        n = store.timestamped_name(p)
-        v = n.assumed_format_version if n else None
-        fragment_versions[v] = fragment_versions.get(v, 0) + 1
     out["format_versions"] = {
         "schemas": sorted(schema_versions),
-        "fragments": sorted(k for k in fragment_versions if k is not None),
+        # every name of 100,000 fragments parsed again only when the listing changes
+        "fragments": store.per_listing("fragment format versions", ("__fragments", ""),
+                                       lambda: _fragment_versions(store, paths)),
     }
     commits = store.commit_files()
     committed = store.committed_fragment_names()
@@ -53,6 +66,10 @@ def array_summary(store) -> dict:
     out["problems"] = [p.to_dict() for p in store.findings()]
     out["hints"] = hints
     return out
+
+
+def _fragment_versions(store, paths) -> list[int]:
+    return sorted({n.assumed_format_version for n in map(store.timestamped_name, paths) if n is not None})
 
 
 def _hints(store, schema_versions) -> list:

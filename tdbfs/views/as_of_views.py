@@ -1,6 +1,7 @@
 """`as_of/<T>/`: the array as a reader opening it at timestamp T (ms) sees it (store/as_of.py).
 
-`as_of/` lists the timeline's distinct times, and finds any other T typed: any non-negative integer
+`as_of/` lists the timeline's distinct times, the newest of them when the folders of all would hold too
+many symlinks to walk (store.as_of.listed_times), and finds any other T typed: any non-negative integer
 written without leading zeros.
 """
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import time
 
 from ..format.names import U64_MAX, iso8601_ms
 from . import array_views
@@ -23,8 +23,11 @@ MOMENTS_KEPT = 16
 
 def as_of_dir(store) -> DirNode:
     def times():
+        from ..store.as_of import listed_times
         from ..store.timeline import distinct_times, timeline
-        return [str(t) for t in distinct_times(timeline(store))]
+        # the timeline lists every fragment: built again only when the array's listings change
+        return store.per_summary("as_of times", lambda: [
+            str(t) for t in listed_times(store, distinct_times(timeline(store)))])
 
     return KeyedDir(guarded(times, store.problems, "", "timeline"), lambda name: moment_dir(store, int(name)),
                     mtime=lambda: store.mtime(""),
@@ -39,19 +42,7 @@ def moment_state(store):
     """A key that changes whenever a file that decides what a reader at any T sees comes or goes (the
     commits, schemas, fragment folders, metadata files), or None when that cannot be told: while one of
     their folders changed within the last second (mtimes tick coarsely, as store.commits_state says)."""
-    state = store.commits_state()
-    if state is None:
-        return None
-    now = time.time_ns()
-    for rel in ("__schema", "__fragments", "__meta"):
-        try:
-            stamp = store.stat(rel).mtime_ns
-        except OSError:
-            stamp = None
-        if stamp is not None and now - stamp < 1_000_000_000:
-            return None
-        state += (stamp,)
-    return state
+    return store.listing_stamps(store.COMMIT_FOLDERS + ("__schema", "__fragments", "__meta"))
 
 
 def moment_dir(store, t: int) -> DirNode:

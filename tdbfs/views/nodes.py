@@ -41,9 +41,17 @@ class DirNode(Node):
 
 class FileNode(Node):
     mode = stat.S_IFREG | 0o444
+    #: True for a file whose size is known only once it is rendered (cells.csv: every tile decoded), which
+    #: a stat must not do: `stat_size` is 0 until then, and front ends open it with direct_io, so reads go
+    #: on to its end whatever stat said (as for /proc files)
+    size_known_late: bool = False
 
     def size(self) -> int:
         raise NotImplementedError
+
+    def stat_size(self) -> int:
+        """The size a stat shows: size(), exact; for a `size_known_late` file, 0 until it is known."""
+        return self.size()
 
     def read(self, offset: int, size: int) -> bytes | memoryview:
         """At most `size` bytes from `offset`, as bytes or a memoryview (no copy of cached data)."""
@@ -143,6 +151,41 @@ class _Live(Keep):
             data = again
         f._data = data
         return data
+
+
+class Summary(Keep):
+    """Rendered again only when `state()` changes (the array-wide summaries: store.summary_state, which
+    changes when a fragment, commit, schema or metadata file comes or goes, or a problem is found): a look
+    when nothing changed costs the state, not a pass over 100,000 fragments. A render after which the
+    state differs (it found a problem) is done again, and with no state to tell (None) renders are
+    repeated until two agree, as LIVE's are. The rendering is kept in the store's bounded cache under
+    (`key`, state), not in the node: timeline.csv of 100,000 fragments is 38 MB."""
+
+    def __init__(self, state: Callable[[], object], cache, key):
+        self._state, self._cache, self._key = state, cache, key
+
+    def data(self, f: "BytesFile") -> bytes:
+        before = self._state()
+        if before is not None:
+            kept = self._cache.get((self._key, before))
+            if kept is not None:
+                return kept
+        data = f._render()
+        after = before
+        for _ in range(3):
+            after = self._state()
+            if after is not None and after == before:
+                break   # nothing the render found changed what it shows
+            again = f._render()
+            if after is None and again == data:
+                break
+            data, before = again, after
+        if after is not None:
+            self._cache.put((self._key, after), data, len(data) + 64)
+        return data
+
+    def fresh(self, f: "BytesFile") -> bytes:
+        return self.data(f)
 
 
 #: contents that never change (a committed fragment's views, README.txt)

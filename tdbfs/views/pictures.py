@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
+from ..lazy import np
 from ..store.fragment_overview import fragment_overviews
 from .common import guarded
 from .describe.fragment_metadata import describe_rtree_level
-from .nodes import LIVE, BytesFile, InCache
+from .array_views import summary_file
+from .nodes import BytesFile, InCache
 from ..text import shown
 
 PLOT = 600                  # TileDB's default --width and --height
@@ -25,9 +25,8 @@ LEFT, TOP, RIGHT, BOTTOM = 80, 40, 30, 110
 
 
 def fragments_svg_file(store) -> BytesFile:
-    """Fragments come and go: rendered again at every look, from the cached footers."""
-    return BytesFile(guarded(lambda: fragments_svg(store), store.problems, "", "fragments picture"), LIVE,
-                     mtime=lambda: store.mtime(""))
+    """Fragments come and go: rendered again when they do (array_views.summary_file), from the footers."""
+    return summary_file(store, lambda: fragments_svg(store), "fragments picture")
 
 
 def mbrs_svg_file(frag, rtree, key, fixed: bool) -> BytesFile:

@@ -5,8 +5,8 @@ tdbfs: a read-only view of a TileDB array's on-disk structures
 ================================================================
 
 Every file here is computed from the array's own files on demand; nothing is
-ever written to the array. Sizes are exact, so cat, less, cp, grep, diff, jq and
-yq work on every file. A file that cannot be built (corrupt or truncated input,
+ever written to the array. Sizes are exact (cells.csv's once known, see below),
+so cat, less, cp, grep, diff, jq and yq work on every file. A file that cannot be built (corrupt or truncated input,
 an unknown filter, a missing key) reads as an I/O error; the reason, with the file and byte
 offset, is listed under `problems` in array.yaml and in the fragment's
 fragment.yaml.
@@ -28,7 +28,10 @@ fragment.yaml.
                           times are the t2 of the recording file's name (TileDB
                           keeps no other time; mtimes are not TileDB times)
   as_of/<T>/              the array as a reader opening it at T ms sees it (any
-                          whole number typed; the timeline's times are listed):
+                          whole number typed; the timeline's times are listed,
+                          only the newest when the fragments/ folders of all
+                          would hold more than 10,000 symlinks plus two per
+                          fragment, so that find and ls -lR stay linear):
     fragments/            symlinks to exactly the fragments TileDB reads at T
     schema.yaml           the schema in force at T
     metadata.yaml         the metadata as of T, as metadata/merged.yaml
@@ -87,8 +90,10 @@ fragment.yaml.
                           the tile inside the fragment's non-empty domain, in
                           cell order, coordinates computed
     cells.csv             every tile's rows, in tile order, under one header;
-                          its size is known once every tile has been rendered
-                          (so ls -l of the fragment folder decodes them all)
+                          its size is known once every tile has been rendered:
+                          stat says 0 until it has been read (ls -l of the
+                          fragment folder decodes no tile), then the exact
+                          size; a read always goes to its end
     raw/                  the fragment's files, byte for byte
     layout.csv            byte map of every file of the fragment, one row per
                           byte range: file,start,end,length,structure,detail
@@ -137,8 +142,11 @@ not yet vacuumed).
   * Complete from the first read: what the folder listings, lstat and the
     footers show (commit state, missing and extra files, file sizes against
     the footer, entries that are not regular files). fragment.yaml and
-    array.yaml are rendered again whenever they are opened or stat'ed, and a
-    read always returns one whole rendering, of the size stat gave.
+    array.yaml are rendered again whenever what they show may have changed
+    (array.yaml, stats.csv, timeline.csv and fragments.svg: a fragment, commit,
+    schema or metadata file came or went, a fragment not yet committed
+    changed, a problem was found), and a read always returns one whole
+    rendering, of the size stat gave.
   * Found so far: what only decoding shows (a tile whose checksum fails, a
     corrupt generic tile). It is added as views are read; once every file of
     the tree has been read, array.yaml lists exactly what `tdbfs check` lists.

@@ -8,9 +8,9 @@ import json
 import math
 import re
 
-import numpy as np
-
+from ..lazy import np
 from ..text import shown
+from .simple_yaml import simple_yaml
 
 
 def plain(value):
@@ -21,9 +21,9 @@ def plain(value):
         return {shown(str(k)): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
-    if isinstance(value, np.ndarray):
+    if np.imported() and isinstance(value, np.ndarray):
         return [plain(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
+    if np.imported() and isinstance(value, np.generic):
         return plain(value.item())
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
@@ -74,9 +74,12 @@ def _represent_float(dumper, data):
 
 
 def to_yaml(data) -> bytes:
-    dump, dumper = _dumper()
-    return dump(plain(data), Dumper=dumper, sort_keys=False, allow_unicode=True,
-                default_flow_style=False, width=120).encode("utf-8")
+    data = plain(data)
+    text = simple_yaml(data)  # no PyYAML import for footers and simple summaries (simple_yaml.py)
+    if text is None:
+        dump, dumper = _dumper()
+        text = dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=120)
+    return text.encode("utf-8")
 
 
 def to_csv(header: list[str], rows) -> bytes:

@@ -9,7 +9,8 @@ filters, error (why a fragment has no rows of its own).
 from __future__ import annotations
 
 from ..store.stats import FieldStats, fragment_stats
-from .nodes import LIVE, BytesFile, InCache
+from .array_views import summary_file
+from .nodes import BytesFile, InCache
 from .common import guarded
 from .render import to_csv
 
@@ -18,10 +19,9 @@ HEADER = ["row", "fragment", "field", "stem", "kind", "tile_count", "cell_count"
 
 
 def array_stats_file(store) -> BytesFile:
-    """The top `stats.csv`: fragments come and go, so it is rendered again at every look (LIVE); each
+    """The top `stats.csv`: rendered again when fragments come and go (array_views.summary_file); each
     fragment's numbers are kept in the store's cache."""
-    return BytesFile(guarded(lambda: array_stats_csv(store), store.problems, "", "field statistics"), LIVE,
-                     mtime=lambda: store.mtime(""))
+    return summary_file(store, lambda: array_stats_csv(store), "field statistics")
 
 
 def fragment_stats_file(frag, key, fixed: bool) -> BytesFile:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from ..format.names import iso8601_ms
-from .common import guarded
-from .nodes import LIVE, BytesFile
+from .array_views import summary_file
+from .nodes import BytesFile
 from .render import to_csv
 
 COLUMNS = ["time_ms", "time_utc", "event", "subject", "file", "t1", "t2", "into", "detail"]
 
 
 def timeline_file(store) -> BytesFile:
-    # LIVE: a fragment written, consolidated or vacuumed while mounted adds rows, and stat must say so
-    return BytesFile(guarded(lambda: timeline_csv(store), store.problems, "", "timeline"), LIVE,
-                     mtime=lambda: store.mtime(""))
+    # a fragment written, consolidated or vacuumed while mounted adds rows, and stat must say so
+    return summary_file(store, lambda: timeline_csv(store), "timeline")
 
 
 def timeline_csv(store) -> bytes:

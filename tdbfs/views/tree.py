@@ -30,17 +30,18 @@ def build_root(store: ArrayStore) -> DirNode:
         from .group_views import build_group_root
         return build_group_root(store)
     mtime = lambda: store.mtime("")
-    problems = store.problems
 
     def children():
+        # fragments/ first of the folders: `find MNT -name footer.yaml` reaches a footer before it lists
+        # the commits of 100,000 fragments
         out = {
             "README.txt": readme,
             "array.yaml": array_yaml,
+            "fragments": fragments_dir,
             "schema": schema_dir,
             "metadata": metadata_dir,
             "commits": commits_dir,
             "fragment_meta": fragment_meta_dir,
-            "fragments": fragments_dir,
             "timeline.csv": timeline_csv,
             "as_of": as_of,
             **summaries,
@@ -53,8 +54,7 @@ def build_root(store: ArrayStore) -> DirNode:
     timeline_csv = timeline_file(store)
     as_of = as_of_dir(store)
     summaries = root_pictures_and_stats(store)  # stats.csv, fragments.svg
-    array_yaml = BytesFile(guarded(lambda: to_yaml(array_views.array_summary(store)), problems, "", "array summary"),
-                           LIVE, mtime=store.mtime(""))
+    array_yaml = array_views.summary_file(store, lambda: to_yaml(array_views.array_summary(store)), "array summary")
     schema_dir = _schema_dir(store)
     metadata_dir = build_metadata_dir(store)
     commits_dir = KeyedDir(*with_byte_maps(
@@ -65,17 +65,10 @@ def build_root(store: ArrayStore) -> DirNode:
         store, lambda: [posixpath.basename(f) + ".yaml" for f in store.fragment_meta_files()],
         lambda name: _fragment_meta_file(store, name), store.fragment_meta_files),
         mtime=lambda: store.mtime("__fragment_meta"))
-    listed: dict = {}  # name -> relative path, from the last listing (no isdir per fragment to find it again)
-
-    def fragment_names():
-        paths = store.fragment_paths()
-        listed.clear()
-        listed.update((posixpath.basename(p), p) for p in paths)
-        return list(listed)
-
     fragments_dir = KeyedDir(
-        fragment_names,
-        lambda name: fragment_dir(store, listed.get(name) or store.fragment_path_of(name) or name),
+        lambda: list(store.fragment_index()),
+        # one stat finds one fragment, whether __fragments/ is being written to or not (no listing of 100,000)
+        lambda name: fragment_dir(store, store.fragment_path_of(name) or name),
         mtime=lambda: store.mtime("__fragments"),
         exists=lambda name: store.fragment_path_of(name) is not None, mode=DirNode.mode,
         keep=FRAGMENT_NODES_KEPT)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from ...lazy import np
 from ..errors import FormatError
 from ..errors import safety_net
 from ..filter_registry import filter_type

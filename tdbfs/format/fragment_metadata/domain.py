@@ -36,4 +36,4 @@ def read_ranges(cur: Cursor, dims, what: str) -> tuple:
 
 
 def read_u64s(cur: Cursor, n: int, what: str) -> tuple[int, ...]:
-    return tuple(cur.u64_array(n, what).tolist())
+    return cur.u64s(n, what)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from ...lazy import np
 from ..datatypes import DATATYPES, Datatype
 
 UINT64 = DATATYPES[10]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from ...lazy import np
 from ..cursor import Cursor
 from ..errors import safety_net
 from .fields import COORDS, Field

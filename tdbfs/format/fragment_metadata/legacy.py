@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from ...lazy import np
 from ..cursor import Cursor
 from ..errors import safety_net
 from .domain import read_ranges, read_u64s

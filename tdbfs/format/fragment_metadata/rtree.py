@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from ...lazy import np
 from ..cursor import Cursor
 from ..datatypes import Datatype, decode_scalar
 from ..errors import safety_net

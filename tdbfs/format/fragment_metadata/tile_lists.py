@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from ...lazy import np
 from ..cursor import Cursor
 from ..datatypes import VAR_NUM
 from ..errors import safety_net

@@ -10,8 +10,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-import numpy as np
-
+from ...lazy import np
 from ..cursor import Cursor
 from ..errors import FormatError
 from ..errors import safety_net

@@ -11,8 +11,7 @@ import zlib
 from dataclasses import dataclass
 
 import lz4.block
-import numpy as np
-
+from ...lazy import np
 from ..errors import FormatError
 from ..errors import safety_net
 from ..reversers.common import StageError

@@ -7,9 +7,9 @@ import threading
 import zlib
 
 import lz4.block
-import numpy as np
 import zstandard
 
+from ...lazy import np
 from .common import Stage, StageError, read_u32s
 
 _local = threading.local()

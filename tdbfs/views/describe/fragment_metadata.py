@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...format.fragment_metadata import (COORDS, Footer, FragmentFieldSummary, LegacyFragmentMetadata, RTree,
                                          legacy_footer)
+from ...lazy import np
 
 
 def _plain(value):
-    if isinstance(value, (np.generic,)):
+    if np.imported() and isinstance(value, np.generic):
         return value.item()
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="backslashreplace")

@@ -1,0 +1,354 @@
+"""What `scripts/bench` measures with: its arrays, a real mount, process memory, interleaved runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import numpy as np
+import tiledb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TDBFS = [sys.executable, "-m", "tdbfs.cli"]
+ENV = dict(os.environ, PYTHONPATH=ROOT)
+DENSE_TILE = 1 << 20      # 4 MiB int32 tiles, TileDB cuts them into 64 KiB ZSTD chunks
+SPARSE_CAPACITY = 100_000  # 2**24 cells -> 168 tiles of a0 and of d0: the issue's 336 tile files
+
+
+def _zstd_int32(name: str) -> tiledb.Attr:
+    return tiledb.Attr(name, dtype=np.int32, filters=tiledb.FilterList([tiledb.ZstdFilter()]))
+
+
+# ----------------------------------------------------------------------------- arrays
+
+def make_dense(path: str, cells: int) -> None:
+    dom = tiledb.Domain(tiledb.Dim("d", domain=(0, cells - 1), tile=DENSE_TILE, dtype=np.int64))
+    tiledb.Array.create(path, tiledb.ArraySchema(domain=dom, sparse=False, attrs=[_zstd_int32("a")]))
+    rng = np.random.default_rng(1)
+    with tiledb.open(path, "w") as A:
+        A[0:cells] = {"a": np.arange(cells, dtype=np.int32) + rng.integers(0, 64, cells, dtype=np.int32)}
+
+
+def make_sparse(path: str, cells: int) -> None:
+    dim = tiledb.Dim("d", domain=(0, 1 << 40), tile=1 << 30, dtype=np.int64,
+                     filters=tiledb.FilterList([tiledb.ZstdFilter()]))
+    schema = tiledb.ArraySchema(domain=tiledb.Domain(dim), sparse=True, capacity=SPARSE_CAPACITY,
+                                attrs=[_zstd_int32("a")])
+    tiledb.Array.create(path, schema)
+    rng = np.random.default_rng(2)
+    with tiledb.open(path, "w") as A:
+        A[np.arange(cells, dtype=np.int64) * 3] = {"a": np.arange(cells, dtype=np.int32)
+                                                   + rng.integers(0, 64, cells, dtype=np.int32)}
+
+
+def make_check_array(path: str, cells: int, small: int) -> None:
+    """What `check` meets on a big array: one big fragment and `small` small ones over parts of it."""
+    make_dense(path, cells)
+    rng = np.random.default_rng(3)
+    part = max(DENSE_TILE, cells // 32 // DENSE_TILE * DENSE_TILE)
+    for i in range(small):
+        lo = (i * part) % cells
+        with tiledb.open(path, "w") as A:
+            A[lo:lo + part] = {"a": rng.integers(0, 1 << 20, part, dtype=np.int32)}
+
+
+def make_fragments(path: str, n: int) -> None:
+    """n real fragments: one written by tiledb-py, the others hard links of its files under new
+    timestamps and uuids (fragment contents do not name themselves in format 22), each with its
+    commit file; tiledb-py's fragment list must then see exactly n."""
+    dom = tiledb.Domain(tiledb.Dim("d", domain=(0, 1023), tile=64, dtype=np.int64))
+    tiledb.Array.create(path, tiledb.ArraySchema(domain=dom, sparse=False, attrs=[_zstd_int32("a")]))
+    with tiledb.open(path, "w", timestamp=1) as A:
+        A[0:256] = {"a": np.arange(256, dtype=np.int32)}
+    frags, commits = os.path.join(path, "__fragments"), os.path.join(path, "__commits")
+    (first,) = os.listdir(frags)
+    version = first.split("_")[-1]
+    src = os.path.join(frags, first)
+    files = [(f, os.path.join(src, f)) for f in os.listdir(src)]
+    for i in range(2, n + 1):
+        name = f"__{i}_{i}_{uuid.uuid4().hex}_{version}"
+        dst = os.path.join(frags, name)
+        os.mkdir(dst)
+        # ext4 allows 65,000 links to a file: then copy once and link to the copy
+        fresh = os.stat(files[0][1]).st_nlink >= 60_000
+        for f, full in files:
+            (shutil.copy2 if fresh else os.link)(full, os.path.join(dst, f))
+        if fresh:
+            files = [(f, os.path.join(dst, f)) for f, _ in files]
+        open(os.path.join(commits, name + ".wrt"), "wb").close()
+    seen = len(tiledb.array_fragments(path))
+    if seen != n:
+        raise RuntimeError(f"{path}: tiledb-py sees {seen} fragments, not {n}")
+
+
+def fragment_names(path: str) -> list[str]:
+    """Fragment folders in timestamp order, as fragments/ lists them."""
+    return sorted(os.listdir(os.path.join(path, "__fragments")), key=lambda s: (int(s.split("_")[2]), s))
+
+
+def decoded_bytes(path: str) -> int:
+    """Bytes of int32 values over all fragments of a one-attribute array, as `check` decodes them."""
+    return 4 * sum(f.cell_num for f in tiledb.array_fragments(path))
+
+
+def warm(path: str) -> None:
+    """Read the backing files into the page cache: figures compare decoding, not the disk."""
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            with open(os.path.join(dirpath, f), "rb") as fh:
+                while fh.read(1 << 24):
+                    pass
+
+
+# ----------------------------------------------------------------------------- mounting
+
+class Mount:
+    """`tdbfs mount` as a user runs it (a background daemon), unmounted on exit."""
+
+    def __init__(self, array: str, mnt: str, cache_mb: int, options=()):
+        self.array, self.mnt, self.cache_mb, self.options = array, mnt, cache_mb, list(options)
+        self.mount_s = None
+        self._pid = None
+
+    def __enter__(self):
+        os.makedirs(self.mnt, exist_ok=True)
+        cmd = TDBFS + ["mount", "--cache-mb", str(self.cache_mb)]
+        for o in self.options:
+            cmd += ["-o", o]
+        t = time.perf_counter()
+        subprocess.run(cmd + [self.array, self.mnt], check=True, env=ENV, capture_output=True)
+        self.mount_s = time.perf_counter() - t
+        return self
+
+    def pid(self) -> int:
+        if self._pid is None:
+            self._pid = _daemon_pid(self.mnt)
+        return self._pid
+
+    def __exit__(self, *exc):
+        try:
+            pid = self.pid()
+        except RuntimeError:
+            pid = None
+        for _ in range(50):
+            res = subprocess.run(TDBFS + ["umount", self.mnt], env=ENV, capture_output=True)
+            if res.returncode == 0 or b"not mounted" in res.stderr:
+                break
+            time.sleep(0.1)
+        else:
+            subprocess.run(TDBFS + ["umount", "-z", self.mnt], env=ENV, capture_output=True)
+        # the next mount on the same folder must not find this daemon still exiting
+        for _ in range(100):
+            if pid is None or not alive(pid):
+                break
+            time.sleep(0.05)
+        return False
+
+
+def _daemon_pid(mnt: str) -> int:
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--spawned" in args and mnt.encode() in args:
+            return int(p)
+    raise RuntimeError("daemon not found")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def status_kib(pid: int, key: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+class TreePeak:
+    """Peak RSS of processes and all their descendants: VmHWM of each process, sampled every
+    `interval` s while they run, since a worker's high-water mark is lost when it exits."""
+
+    def __init__(self, roots: list[int], interval: float = 0.05):
+        self.roots, self.interval = roots, interval
+        self.peak_kib: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def sample(self) -> None:
+        for root in self.roots:
+            for pid in [root, *descendants(root)]:
+                hwm = status_kib(pid, "VmHWM")
+                if hwm > self.peak_kib.get(pid, 0):
+                    self.peak_kib[pid] = hwm
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+    def mib(self, pids=None) -> float:
+        return sum(v for p, v in self.peak_kib.items() if pids is None or p in pids) / 1024
+
+
+def strace_opens(pid: int, action, pattern: str) -> tuple[int, list[str]]:
+    """Run action() with strace on pid and count the files opened whose name matches pattern."""
+    log = f"/tmp/tdbfs-bench-strace-{os.getpid()}.log"
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=openat,open", "-o", log, "-p", str(pid)],
+                              stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # strace attaches to every thread before it returns to work
+    try:
+        action()
+    finally:
+        tracer.terminate()
+        tracer.wait()
+    with open(log, errors="replace") as f:
+        names = [os.path.basename(m.group(1)) for m in re.finditer(r'open(?:at)?\([^"]*"([^"]*)"', f.read())]
+    os.unlink(log)
+    hits = [n for n in names if re.fullmatch(pattern, n)]
+    return len(hits), sorted(set(hits))
+
+
+# ----------------------------------------------------------------------------- reading and timing
+
+def cat(paths) -> float:
+    t = time.perf_counter()
+    for i in range(0, len(paths), 256):
+        subprocess.run(["cat", *paths[i:i + 256]], stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
+
+
+def tile_files(mnt: str, folders=("attrs/a0",)) -> list[str]:
+    """Every tile_K.bin under the given folders of the first fragment, in tile order."""
+    frag = sorted(os.listdir(os.path.join(mnt, "fragments")))[0]
+    out = []
+    for sub in folders:
+        d = os.path.join(mnt, "fragments", frag, sub)
+        n = sum(1 for x in os.listdir(d) if x.startswith("tile_") and x.endswith(".bin"))
+        out += [os.path.join(d, f"tile_{k}.bin") for k in range(n)]
+    return out
+
+
+def first_line_s(cmd: list[str]) -> tuple[float, bytes]:
+    """Seconds until cmd prints its first line (then it is stopped, as `| head -1` would)."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    line = p.stdout.readline()
+    dt = time.perf_counter() - t
+    p.kill()
+    p.communicate()
+    return dt, line
+
+
+def interleaved(repeat: int, cases: dict) -> dict[str, list]:
+    """Each case run `repeat` times in turns (A B A B ...), so both see the same machine."""
+    out = {name: [] for name in cases}
+    for _ in range(repeat):
+        for name, fn in cases.items():
+            out[name].append(fn())
+    return out
+
+
+def med(xs) -> float:
+    return statistics.median(xs)
+
+
+def fmt(xs, unit="", scale=1.0, digits=3) -> str:
+    xs = [x * scale for x in xs]
+    return f"{med(xs):.{digits}f}{unit} [{min(xs):.{digits}f}–{max(xs):.{digits}f}]"
+
+
+def verdict(goal: str, met: bool) -> str:
+    return f"{goal}: {'met' if met else 'not met'}"
+
+
+IDLE = re.compile(r"(read|sigtimedwait|sigwait|epoll_wait|poll|select|pthread_cond_\w*wait|__futex\w*|futex\w*|"
+                  r"do_futex_wait\w*|sem_\w*wait|0x[0-9a-f]+) \(")  # waiting, not working (and unnamed libc code)
+
+
+def profile(pid: int, action, out: str) -> tuple[int, dict[str, int]]:
+    """Run action() while py-spy samples the process pid with native frames; the collapsed stacks go
+    to out. Returns the busy samples (a thread waiting in read, futex, sigwait is idle) and the
+    busy samples of each frame (self time), most first."""
+    spy = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "--pid", str(pid),
+                            "--format", "raw", "--output", out, "--rate", "200", "--native"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # py-spy attaches before the work starts
+    try:
+        action()
+    finally:
+        spy.send_signal(signal.SIGINT)
+        err = spy.communicate(timeout=120)[1]
+    if not os.path.exists(out):
+        raise RuntimeError(f"py-spy wrote no profile: {err.decode(errors='replace')[-300:]}")
+    leaves: dict[str, int] = {}
+    with open(out) as f:
+        for line in f:
+            stack, _, n = line.rstrip("\n").rpartition(" ")
+            leaf = stack.rsplit(";", 1)[-1]
+            if not IDLE.match(leaf):
+                leaves[leaf] = leaves.get(leaf, 0) + int(n)
+    return sum(leaves.values()), dict(sorted(leaves.items(), key=lambda kv: -kv[1]))
+
+
+KINDS = (("zstd", r"(ZSTD|HUF|FSE|BIT)_\w*|\w*zstd\w* \(|_mm_"), ("FUSE replies (writev)", r"writev "),
+         ("file system calls", r"(open|openat|close|pread|fstat|fstatat|lseek|getdents)(64)? \("),
+         ("memcpy", r"__memmove|__memcpy|memcpy|memmove"), ("Python: mfusepy", r"\S+ \(mfusepy"),
+         ("Python: tdbfs", r"\S+ \(tdbfs/"), ("numpy", r"\S+ \(.*numpy"))
+
+
+def kinds(top_all: dict[str, int]) -> list[tuple[str, int]]:
+    """Busy samples by kind of work, the figure's explanation in one line."""
+    out: dict[str, int] = {}
+    for leaf, n in top_all.items():
+        kind = next((k for k, rx in KINDS if re.match(rx, leaf)), "other")
+        out[kind] = out.get(kind, 0) + n
+    return sorted(out.items(), key=lambda kv: -kv[1])

@@ -1,0 +1,326 @@
+"""Arrays of thousands of fragments: work counted, never timed (scripts/bench times it).
+
+* listing fragments/ reads no file and, while __fragments/ is unchanged, lists nothing again;
+* the first footer.yaml of a fragment costs the same storage calls among 2,000 fragments as among 20;
+* array.yaml, stats.csv, timeline.csv and fragments.svg decode no tile, list each fragment folder at
+  most twice in their render, show what TileDB sees, and cost no listing when looked at again;
+  a fragment written meanwhile shows at the next look;
+* `ls -l` of fragment folders decodes no tile (cells.csv says 0 until read), and a walk keeps the
+  fragments, fragment nodes, problem logs and cache under their bounds;
+* as_of/ of N unconsolidated writes lists at most 10,000 + 2N symlinks, and any time typed resolves;
+* through FUSE, `find MNT -name footer.yaml | head -1` prints a real footer having opened only a
+  handful of the array's files (strace), and cells.csv reads whole.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import stat
+import subprocess
+import time
+import uuid
+
+import numpy as np
+import pytest
+import tiledb
+import yaml
+
+import tdbfs.store.base_store as base_store_module
+import tdbfs.store.fragment as fragment_module
+import tdbfs.views.tree as tree_module
+from tdbfs.fuse_ops import TdbfsOperations
+from tdbfs.store import ArrayStore
+from tdbfs.store.as_of import LINKS_LISTED
+from tdbfs.store.storage.local import LocalStorage
+from tdbfs.views.nodes import resolve
+from tdbfs.views.tree import build_root
+
+from mounting import daemon_pids
+
+CELLS = 256
+
+
+def make_fragments(path, n: int) -> list[str]:
+    """n fragments at timestamps 1..n: one written by tiledb-py, the others its folder hard-linked under
+    new names, each with its commit file (as scripts/bench makes them). Returns the names, sorted."""
+    dom = tiledb.Domain(tiledb.Dim("d", domain=(0, 1023), tile=64, dtype=np.int64))
+    attr = tiledb.Attr("a", dtype=np.int32, filters=tiledb.FilterList([tiledb.ZstdFilter()]))
+    tiledb.Array.create(str(path), tiledb.ArraySchema(domain=dom, sparse=False, attrs=[attr]))
+    with tiledb.open(str(path), "w", timestamp=1) as A:
+        A[0:CELLS] = {"a": np.arange(CELLS, dtype=np.int32)}
+    for i in range(2, n + 1):
+        add_fragment(path, i)
+    age(path)
+    return sorted(os.listdir(path / "__fragments"))
+
+
+def add_fragment(path, t: int) -> str:
+    frags = path / "__fragments"
+    first = min(os.listdir(frags), key=lambda n: int(n.split("_")[2]))
+    name = f"__{t}_{t}_{uuid.uuid4().hex}_{first.rsplit('_', 1)[1]}"
+    (frags / name).mkdir()
+    for f in os.listdir(frags / first):
+        os.link(frags / first / f, frags / name / f)
+    (path / "__commits" / f"{name}.wrt").touch()
+    return name
+
+
+def age(path) -> None:
+    """Put the folders' mtimes a minute back: the store trusts a listing once its mtime is a second old."""
+    t = time.time() - 60
+    for d in [path] + [path / n for n in os.listdir(path) if (path / n).is_dir()]:
+        os.utime(d, (t, t))
+
+
+def _tracer_of(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("TracerPid:")).split()[1])
+
+
+class CountingStorage(LocalStorage):
+    """The local storage, counting what it is asked: folders listed, entries stat'ed, files read."""
+
+    def __init__(self, root: str):
+        super().__init__(root)
+        self.calls: collections.Counter = collections.Counter()
+        self.listed: list[str] = []
+        self.read_files: list[str] = []
+
+    def entries(self, rel: str = ""):
+        self.calls["entries"] += 1
+        self.listed.append(rel)
+        return super().entries(rel)
+
+    def _scan(self, rel: str, keep):
+        self.calls["scan"] += 1
+        self.listed.append(rel)
+        return super()._scan(rel, keep)
+
+    def stat(self, rel: str):
+        self.calls["stat"] += 1
+        return super().stat(rel)
+
+    def pread(self, rel: str, offset: int, size: int) -> bytes:
+        self.calls["read"] += 1
+        self.read_files.append(rel)
+        return super().pread(rel, offset, size)
+
+    def read(self, rel: str) -> bytes:
+        self.calls["read"] += 1
+        self.read_files.append(rel)
+        return super().read(rel)
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.listed.clear()
+        self.read_files.clear()
+
+
+@pytest.fixture
+def tiles_decoded(monkeypatch) -> list:
+    """Every data tile decoded from now on (the real decoder, each call recorded)."""
+    seen = []
+    real = fragment_module.unfilter_tile
+
+    def counted(raw, file, *args, **kwargs):
+        seen.append(file)
+        return real(raw, file, *args, **kwargs)
+
+    monkeypatch.setattr(fragment_module, "unfilter_tile", counted)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    path = tmp_path_factory.mktemp("many") / "arr"
+    names = make_fragments(path, 2000)
+    assert sorted(f.rsplit("/", 1)[-1] for f in tiledb.array_fragments(str(path)).uri) == names
+    return path, names
+
+
+def _time(name: str) -> int:
+    return int(name.split("_")[2])
+
+
+def _read(root, path: str) -> bytes:
+    node = resolve(root, path)
+    data = bytes(node.read(0, node.size()))
+    assert len(data) == node.size()
+    return data
+
+
+def test_listing_fragments_reads_no_file_and_lists_once(many):
+    path, names = many
+    storage = CountingStorage(str(path))
+    store = ArrayStore(storage)
+    ops = TdbfsOperations(build_root(store))
+    entries = ops.readdir("/fragments", 0)[2:]
+    assert [e[0] for e in entries] == names and all(stat.S_ISDIR(e[1]) for e in entries)
+    assert storage.read_files == [] and storage.calls["entries"] == 0
+    assert sorted(storage.listed) == ["", "__fragments"]   # d_type listings: no stat per fragment
+    assert store.loaded_fragments() == []
+    storage.reset()
+    assert [e[0] for e in ops.readdir("/fragments", 0)[2:]] == names
+    assert storage.listed == [] and storage.read_files == [] and storage.calls["stat"] <= 2
+
+
+def _first_footer_calls(path, name) -> tuple[collections.Counter, list, bytes]:
+    storage = CountingStorage(str(path))
+    ops = TdbfsOperations(build_root(ArrayStore(storage)))
+    ops.readdir("/fragments", 0)
+    storage.reset()
+    where = f"/fragments/{name}/footer.yaml"
+    ops.getattr(f"/fragments/{name}")
+    fh = ops.open(where, os.O_RDONLY)
+    data = ops.read(where, 1 << 20, 0, fh)
+    return storage.calls, sorted(set(storage.read_files)), bytes(data)
+
+
+def test_first_footer_costs_the_same_among_2000_as_among_20(many, tmp_path):
+    path, names = many
+    small = tmp_path / "small"
+    small_names = make_fragments(small, 20)
+    big_calls, big_files, footer = _first_footer_calls(path, names[1234])
+    small_calls, _, _ = _first_footer_calls(small, small_names[7])
+    assert big_calls == small_calls
+    assert big_files[0] == f"__fragments/{names[1234]}/__fragment_metadata.tdb"
+    assert all(f == big_files[0] or f.startswith("__schema/") for f in big_files)
+    info = next(f for f in tiledb.array_fragments(str(path)) if f.uri.endswith(names[1234]))
+    assert yaml.safe_load(footer)["non_empty_domain"] == [list(info.nonempty_domain[0])]
+
+
+def test_summaries_decode_no_tile_and_are_kept_until_something_changes(many, tiles_decoded):
+    path, names = many
+    storage = CountingStorage(str(path))
+    store = ArrayStore(storage)
+    root = build_root(store)
+    summary = yaml.safe_load(_read(root, "array.yaml"))
+    listed = collections.Counter(storage.listed)
+    assert max(n for rel, n in listed.items() if rel.startswith("__fragments/")) <= 2
+    assert summary["counts"]["fragments"] == summary["counts"]["committed_fragments"] == len(names)
+    assert summary["problems"] == []
+    hint = {h["hint"]: h for h in summary["hints"]}["overlapping_fragments"]
+    assert hint["pairs"] == len(names) * (len(names) - 1) // 2   # one domain, [0, 255], for all
+    by_time = sorted(names, key=_time)
+    assert hint["first_pairs"] == [[by_time[0], by_time[j]] for j in range(1, 11)]
+
+    stats = _read(root, "stats.csv").decode().splitlines()
+    rows = [r.split(",") for r in stats if r.startswith("field,")]
+    info = tiledb.array_fragments(str(path))
+    assert sorted((r[1], int(r[6])) for r in rows) == sorted(
+        (uri.rsplit("/", 1)[-1], cells) for uri, cells in zip(info.uri, info.cell_num))
+    timeline = _read(root, "timeline.csv").decode()
+    assert timeline.count(",fragment_written,") == len(names)
+    svg = _read(root, "fragments.svg").decode()
+    assert len(re.findall(r'<rect class="fragment', svg)) == len(names)
+    assert tiles_decoded == []
+
+    storage.reset()   # nothing changed: a look costs the listing stamps, no listing and no read
+    for name in ("array.yaml", "stats.csv", "timeline.csv", "fragments.svg"):
+        resolve(root, name).fresh()
+        resolve(root, name).size()
+    assert storage.listed == [] and storage.read_files == [] and storage.calls["entries"] == 0
+
+
+def test_a_fragment_written_meanwhile_shows_at_the_next_look(tmp_path):
+    path = tmp_path / "arr"
+    names = make_fragments(path, 30)
+    root = build_root(ArrayStore(str(path)))
+    first = {n: _read(root, n) for n in ("array.yaml", "stats.csv", "timeline.csv", "fragments.svg")}
+    assert yaml.safe_load(first["array.yaml"])["counts"]["fragments"] == len(names)
+    new = add_fragment(path, 1000)
+    after = {n: _read(root, n) for n in first}
+    assert yaml.safe_load(after["array.yaml"])["counts"]["fragments"] == len(names) + 1
+    for n in ("stats.csv", "timeline.csv", "fragments.svg"):
+        assert new.encode() in after[n] and new.encode() not in first[n]
+    age(path)   # once the listing is trusted again, the same renderings are kept
+    again = resolve(root, "array.yaml")
+    assert again.fresh() == again.fresh() == _read(root, "array.yaml")
+
+
+def test_a_walk_of_fragment_folders_decodes_no_tile_and_stays_bounded(many, tiles_decoded, monkeypatch):
+    path, names = many
+    monkeypatch.setattr(base_store_module, "FRAGMENTS_KEPT", 32)
+    monkeypatch.setattr(tree_module, "FRAGMENT_NODES_KEPT", 8)
+    store = ArrayStore(str(path), cache_bytes=512 << 10)
+    ops = TdbfsOperations(build_root(store))
+    fragments = resolve(ops.root, "fragments")
+    sizes = collections.Counter()
+    for name in names[:600]:   # `ls -l fragments/<f>` of each
+        for entry, mode, _ in ops.readdir(f"/fragments/{name}", 0)[2:]:
+            st = ops.getattr(f"/fragments/{name}/{entry}")
+            if stat.S_ISREG(mode):
+                sizes[entry, st["st_size"]] += 1
+        assert len(store.loaded_fragments()) <= 32 and len(fragments._nodes) <= 8
+        assert store.cache.size_bytes <= 512 << 10
+    assert tiles_decoded == []
+    assert sizes["cells.csv", 0] == 600               # not known before a read
+    assert sizes["footer.yaml", len(_read(ops.root, f"fragments/{names[0]}/footer.yaml"))] == 600
+    assert store._problem_logs == {} and len(store._parsed) <= 4   # nothing kept per fragment
+    # cells.csv read whole all the same: TileDB's cells of the fragment, then its exact size in stat
+    where = f"/fragments/{names[5]}/cells.csv"
+    fh = ops.open(where, os.O_RDONLY)
+    text = bytes(ops.read(where, 1 << 20, 0, fh))
+    with tiledb.open(str(path), timestamp=(_time(names[5]), _time(names[5]))) as A:
+        values = A[0:CELLS]["a"]
+    assert text.decode().splitlines()[1:] == [f"{i},{v}" for i, v in enumerate(values)]
+    assert ops.getattr(where)["st_size"] == len(text)
+
+
+def test_as_of_lists_a_linear_number_of_symlinks(many):
+    path, names = many
+    ops = TdbfsOperations(build_root(ArrayStore(str(path))))
+    times = [e[0] for e in ops.readdir("/as_of", 0)[2:]]
+    links = {t: len(ops.readdir(f"/as_of/{t}/fragments", 0)) - 2 for t in times}
+    assert sum(links.values()) <= LINKS_LISTED + 2 * len(names)
+    # the newest times are listed: the schema's (after every write) and the last writes
+    assert links[times[-1]] == len(names) and str(len(names)) in times and len(times) >= 3
+    assert "5" not in times
+    typed = [e[0] for e in ops.readdir("/as_of/5/fragments", 0)[2:]]   # any time typed resolves
+    assert sorted(typed) == sorted(n for n in names if _time(n) <= 5)
+    reader = yaml.safe_load(_read(ops.root, "as_of/5/reader.yaml"))
+    assert sorted(reader["fragments_read"]) == sorted(typed)
+
+
+def test_find_prints_a_footer_at_once_having_opened_a_handful_of_files(tmp_path, mount):
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    path = tmp_path / "arr"
+    names = make_fragments(path, 5000)
+    mnt = mount(path)
+    [pid] = daemon_pids(mnt, spawned_only=True)
+    log = tmp_path / "strace.log"
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=openat", "-o", str(log), "-p", str(pid)],
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):   # attached once the daemon has a tracer
+            if _tracer_of(pid):
+                break
+            time.sleep(0.05)
+        assert _tracer_of(pid)
+        # the first footer found, and find stops there: what `find | head -1` waits for
+        find = subprocess.run(["find", str(mnt), "-name", "footer.yaml", "-print", "-quit"], capture_output=True,
+                              text=True, timeout=120)
+    finally:
+        tracer.terminate()
+        tracer.wait(timeout=30)
+    first = find.stdout.strip()
+    assert re.fullmatch(re.escape(str(mnt)) + r"/fragments/__\d+_\d+_[0-9a-f]{32}_\d+/footer\.yaml", first)
+    name = first.split("/")[-2]
+    assert name in names
+    footer = yaml.safe_load(subprocess.run(["cat", first], capture_output=True, text=True, check=True).stdout)
+    assert footer["non_empty_domain"] == [[0, CELLS - 1]]
+    # the store opens the array's files relative to a folder it holds open: a relative path; Python's
+    # imports open absolute ones
+    opened = [line for line in log.read_text().splitlines()
+              if re.search(r'openat\(\d+, "[^/]', line) and "O_DIRECTORY" not in line]
+    assert len(opened) <= 8, opened
+    # cells.csv: stat says 0 before a read, and cat reads it whole
+    cells = mnt / "fragments" / name / "cells.csv"
+    assert os.stat(cells).st_size == 0
+    text = subprocess.run(["cat", str(cells)], capture_output=True, text=True, check=True).stdout
+    assert text.splitlines()[0] == "d,a" and len(text.splitlines()) == CELLS + 1
+    assert os.stat(cells).st_size == len(text.encode())

@@ -1,0 +1,237 @@
+"""The paths decoded throughput relies on (behaviour, not timing: scripts/bench and scripts/profile_read
+measure the speed).
+
+* a sparse tile of a few hundred KB has the next one decoded ahead, each tile decoded once, and what is
+  decoded ahead stays inside the cache's bounds;
+* through a real mount every tile file of a sparse array (attribute and coordinates) reads as TileDB
+  reads it; stat shows 1 MiB blocks, so `cat` asks for a whole small tile at once, and libfuse3 no longer
+  asks for the attributes before every read: a 400 KB tile is one READ request (with the read-ahead
+  the daemon raises as root);
+* `-o threads` serves eight concurrent readers the same bytes;
+* a damaged chunk met while decoding ahead is reported by the real read, with file and offset;
+* the glibc malloc tuning reaches the daemon; `read_ahead_kb` is parsed by tdbfs, never passed to libfuse.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tiledb
+import yaml
+
+import tdbfs.store.fragment as fragment_module
+
+from mounting import daemon_pids
+from tdbfs.cli.daemon import MALLOC_ENV
+from tdbfs.format.tile import parse_chunk_headers
+from tdbfs.store import ArrayStore
+from tdbfs.views.fragment_views import DECODE_AHEAD_MIN
+from tdbfs.views.nodes import resolve
+from tdbfs.views.tree import build_root
+
+CAPACITY = 50_000  # a0 tiles of 200 KB and d0 tiles of 400 KB: above DECODE_AHEAD_MIN, below 1 MiB
+TILES = 4
+
+
+def _sparse(path: Path) -> str:
+    """One fragment of TILES full tiles; values that ZSTD really has to work on."""
+    dom = tiledb.Domain(tiledb.Dim("d", domain=(0, 1 << 40), tile=1 << 30, dtype=np.int64))
+    attr = tiledb.Attr("a", dtype=np.int32, filters=tiledb.FilterList([tiledb.ZstdFilter()]))
+    tiledb.Array.create(str(path), tiledb.ArraySchema(domain=dom, attrs=[attr], sparse=True, capacity=CAPACITY))
+    cells = TILES * CAPACITY
+    rng = np.random.default_rng(17)
+    with tiledb.open(str(path), "w") as A:
+        A[np.arange(cells, dtype=np.int64) * 3] = {"a": np.arange(cells, dtype=np.int32) + rng.integers(0, 64, cells,
+                                                                                                           dtype=np.int32)}
+    (name,) = os.listdir(path / "__fragments")
+    return name
+
+
+def _reference(path: Path) -> dict[str, bytes]:
+    with tiledb.open(str(path)) as A:
+        got = A.query(order="G")[:]
+    return {"a0": got["a"].tobytes(), "d0": got["d"].astype(np.int64).tobytes()}
+
+
+@pytest.fixture(scope="module")
+def sparse_array(tmp_path_factory) -> tuple[Path, str, dict[str, bytes]]:
+    path = tmp_path_factory.mktemp("throughput") / "sparse"
+    name = _sparse(path)
+    return path, name, _reference(path)
+
+
+def _tile_paths(mnt: Path, name: str, folder: str) -> list[Path]:
+    return [mnt / "fragments" / name / folder / f"tile_{k}.bin" for k in range(TILES)]
+
+
+# -- decoding ahead, in process -------------------------------------------------------------
+
+def test_small_sparse_tiles_are_decoded_ahead_once(sparse_array, monkeypatch):
+    path, name, expected = sparse_array
+    decoded = []
+    real = fragment_module.unfilter_tile
+    monkeypatch.setattr(fragment_module, "unfilter_tile", lambda *a, **k: decoded.append(a[5]) or real(*a, **k))
+    store = ArrayStore(str(path))
+    root = build_root(store)
+    assert CAPACITY * 4 >= DECODE_AHEAD_MIN
+    for stem, folder in (("a0", "attrs/a0"), ("d0", "dims/d0")):
+        before_made = store.cache.made_ahead
+        decoded.clear()
+        pieces = []
+        for k in range(TILES):
+            node = resolve(root, f"fragments/{name}/{folder}/tile_{k}.bin")
+            pieces.append(b"".join(bytes(node.read(off, 1 << 17)) for off in range(0, node.size(), 1 << 17)))
+            store.cache.wait_idle()
+        assert b"".join(pieces) == expected[stem]
+        # tiles 1..3 were decoded ahead while the one before was read; each tile decoded once
+        assert store.cache.made_ahead - before_made == TILES - 1
+        assert sorted(decoded) == [f"tile {k}" for k in range(TILES)]
+
+
+def test_decoding_ahead_stays_inside_the_cache_bound(sparse_array):
+    path, name, expected = sparse_array
+    bound = 3 * CAPACITY * 8 // 2  # room for one and a half d0 tiles
+    store = ArrayStore(str(path), cache_bytes=bound)
+    root = build_root(store)
+    got = []
+    for k in range(TILES):
+        node = resolve(root, f"fragments/{name}/dims/d0/tile_{k}.bin")
+        got.append(bytes(node.read(0, node.size())))
+        store.cache.wait_idle()
+        assert store.cache.size_bytes <= bound
+        assert store.cache.group_bytes("tile") <= bound
+    assert b"".join(got) == expected["d0"]
+    assert store.cache.made_ahead == TILES - 1
+
+
+# -- through a real mount -----------------------------------------------------------------
+
+def test_every_tile_file_reads_as_tiledb_reads_it(sparse_array, mount):
+    path, name, expected = sparse_array
+    mnt = mount(path)
+    for stem, folder in (("a0", "attrs/a0"), ("d0", "dims/d0")):
+        tiles = _tile_paths(mnt, name, folder)
+        out = subprocess.run(["cat", *map(str, tiles)], capture_output=True, check=True).stdout
+        assert out == expected[stem]
+        blocks = subprocess.run(["stat", "-c", "%o", str(tiles[0])], capture_output=True, text=True, check=True)
+        assert blocks.stdout.strip() == str(1 << 20)  # cat and cp ask for 1 MiB at a time
+
+
+def _requests(log: Path, start: int, pid: int) -> list[str]:
+    """The opcodes of the requests process `pid` made, as libfuse's debug log shows them from byte
+    `start` on (other processes may look at any mount meanwhile)."""
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    return re.findall(rf"opcode: (\w+) \(\d+\), nodeid: \d+, insize: \d+, pid: {pid}\b", text)
+
+
+def test_a_small_tile_is_one_read_request(sparse_array, mount, tmp_path):
+    path, name, expected = sparse_array
+    log = tmp_path / "daemon.log"
+    mnt = mount(path, extra_args=["-o", "debug", "--log", str(log)])
+    tile = _tile_paths(mnt, name, "attrs/a0")[1]
+    os.listdir(tile.parent)
+    for _ in range(200):  # the daemon sets the read-ahead on a thread of its own once the mount is live
+        if "read-ahead of" in log.read_text(errors="replace"):
+            break
+        time.sleep(0.05)
+    start = log.stat().st_size
+    cat = subprocess.Popen(["cat", str(tile)], stdout=subprocess.PIPE)
+    out, _ = cat.communicate()
+    assert cat.returncode == 0 and out == expected["a0"][CAPACITY * 4:2 * CAPACITY * 4]
+    ops = _requests(log, start, cat.pid)
+    assert ops[:2] == ["LOOKUP", "OPEN"], ops
+    # cat's fstat, and its two reads that reach past the end (the size is checked then); with
+    # auto_inval_data there was one more before every read: 6 in all
+    assert ops.count("GETATTR") <= 3, ops
+    text = log.read_text(errors="replace")
+    dev = os.stat(mnt).st_dev
+    ra = Path(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb")
+    if os.geteuid() == 0 and "set to 1024 KiB" in text:
+        assert ra.read_text().strip() == "1024"
+        assert ops.count("READ") == 1, ops  # the whole 200 KB tile in one request
+    else:  # not allowed to raise the read-ahead: said so, and the kernel's 256 KiB requests remain
+        assert "read-ahead of" in text and "left as the kernel set it" in text
+        assert ops.count("READ") <= 2, ops
+
+
+def test_threads_serve_eight_readers_the_same_bytes(sparse_array, mount):
+    path, name, expected = sparse_array
+    mnt = mount(path, extra_args=["-o", "threads"])
+    files = [(stem, k, p) for stem, folder in (("a0", "attrs/a0"), ("d0", "dims/d0"))
+             for k, p in enumerate(_tile_paths(mnt, name, folder))]
+    size = {"a0": CAPACITY * 4, "d0": CAPACITY * 8}
+    got: dict[int, dict[int, bytes]] = {}
+
+    def reader(i: int) -> None:
+        order = list(range(i, len(files))) + list(range(i))  # each starts elsewhere; all overlap
+        got[i] = {j: subprocess.run(["cat", str(files[j][2])], capture_output=True, check=True).stdout for j in order}
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = {j: expected[stem][k * size[stem]:(k + 1) * size[stem]] for j, (stem, k, _) in enumerate(files)}
+    assert len(got) == 8
+    for i in range(8):
+        assert got[i] == want, f"reader {i}"
+
+
+def test_a_chunk_damaged_ahead_is_reported_by_the_real_read(tmp_path, mount):
+    path = tmp_path / "sparse"
+    name = _sparse(path)
+    expected = _reference(path)
+    store = ArrayStore(str(path))
+    frag = store.fragments()[0]
+    loc = frag.location(frag.field_by_stem("a0"), 2, "data")
+    data = (path / "__fragments" / name / "a0.tdb").read_bytes()
+    chunk = parse_chunk_headers(data, loc.file, loc.offset)[1]
+    with open(path / "__fragments" / name / "a0.tdb", "r+b") as f:  # chunk 1's ZSTD frame: no magic number
+        f.seek(chunk.data_offset)
+        f.write(bytes(4))
+    mnt = mount(path)
+    tiles = _tile_paths(mnt, name, "attrs/a0")
+    # reading tile 1 decodes tile 2 ahead, which fails there without a word
+    assert subprocess.run(["cat", str(tiles[1])], capture_output=True, check=True).stdout == \
+        expected["a0"][CAPACITY * 4:2 * CAPACITY * 4]
+    res = subprocess.run(["cat", str(tiles[2])], capture_output=True)
+    assert res.returncode != 0 and b"Input/output error" in res.stderr
+    summary = yaml.safe_load((mnt / "fragments" / name / "fragment.yaml").read_text())
+    problems = [p for p in summary["problems"] if p["structure"] == "tile 2"]
+    assert len(problems) == 1, summary["problems"]
+    assert problems[0]["file"] == f"__fragments/{name}/a0.tdb"
+    assert problems[0]["offset"] == chunk.metadata_offset
+    assert "chunk 1, filter ZSTD" in problems[0]["message"]
+    # the daemon keeps serving: the next tile still reads
+    assert subprocess.run(["cat", str(tiles[3])], capture_output=True, check=True).stdout == \
+        expected["a0"][3 * CAPACITY * 4:]
+
+
+def test_the_malloc_tuning_reaches_the_daemon(sparse_array, mount):
+    path, _, _ = sparse_array
+    mnt = mount(path)
+    (pid,) = daemon_pids(mnt, spawned_only=True)
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+    for key, value in MALLOC_ENV.items():
+        assert env.get(key.encode()) == value.encode(), key
+
+
+def test_read_ahead_kb_is_an_option_of_tdbfs_not_of_libfuse():
+    from tdbfs.fuse_ops import FuseOptions
+    assert FuseOptions().read_ahead_kb == 1024
+    opts = FuseOptions.parse(["read_ahead_kb=0,allow_other"])
+    assert opts.read_ahead_kb == 0 and "read_ahead_kb" not in opts.fuse_kwargs()
+    assert FuseOptions.parse(["read_ahead_kb=4096"]).read_ahead_kb == 4096
+    for bad in ("read_ahead_kb=-1", "read_ahead_kb=big"):
+        with pytest.raises(ValueError, match="read_ahead_kb"):
+            FuseOptions.parse([bad])
