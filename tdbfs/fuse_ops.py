@@ -495,7 +495,7 @@ class TdbfsOperations(_OperationsBase):
             st["st_size"] = 0
         elif isinstance(node, FileNode):
             if size is None:
-                size = node.stat_size()
+                size = node.size()
             st["st_size"] = size
             st["st_blocks"] = (size + 511) // 512
         elif isinstance(node, SymlinkNode):
@@ -614,8 +614,7 @@ class TdbfsOperations(_OperationsBase):
         fi.keep_cache = 1 if node.immutable else 0
         # ... and a rendering of this open only: no page or size the kernel holds from
         # another rendering may stand in for it
-        # (and a file whose stat says 0 until its size is known: reads go on to its end)
-        fi.direct_io = 1 if data is not None or node.size_known_late else 0
+        fi.direct_io = 1 if data is not None else 0
         return 0
 
     @_guard

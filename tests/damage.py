@@ -683,11 +683,7 @@ def _walker_main(argv: list[str]) -> int:
             os.close(fd)
         res["files"] += 1
         res["bytes"] += len(data)
-        # cells.csv: stat says 0 until its size is known (once rendered, of a committed fragment), then
-        # its exact size (README.md, "Cells")
-        late = rel.endswith("cells.csv") and expect_size == 0 and fst.st_size in (0, len(data)) \
-            and os.stat(p).st_size in (0, len(data))
-        if expect_size is not None and (expect_size != len(data) or fst.st_size != len(data)) and not late:
+        if expect_size is not None and (expect_size != len(data) or fst.st_size != len(data)):
             res["size_mismatch"].append([rel, expect_size, fst.st_size, len(data)])
         if secret in data:
             res["secret"].append([rel, data.index(secret)])

@@ -72,10 +72,7 @@ def test_stat_sizes_are_exact_for_every_file(sample_arrays, mount):
     sizes = sh("stat", "-c", "%s %n", *files).stdout.decode().splitlines()
     for line in sizes:
         size, path = line.split(" ", 1)
-        data = Path(path).read_bytes()
-        # cells.csv: 0 until it has been rendered, then exact (README.md, "Cells")
-        late = path.endswith("/cells.csv") and int(size) == 0 and os.path.getsize(path) == len(data)
-        assert int(size) == len(data) or late, path
+        assert int(size) == len(Path(path).read_bytes()), path
     assert sh("wc", "-c", str(mnt / "README.txt")).stdout.split()[0] == str(os.path.getsize(mnt / "README.txt")).encode()
 
 

@@ -76,12 +76,6 @@ class ConcatFile(FileNode):
         ends = self._layout()
         return ends[-1] if ends else len(self._header())
 
-    def known_size(self) -> int | None:
-        """The size if every part has been rendered already (None: it would take decoding every tile)."""
-        if self._ends is None:
-            return None
-        return self._ends[-1] if self._ends else len(self._header())
-
     def read(self, offset: int, size: int) -> bytes:
         ends = self._layout()
         header = self._header()
@@ -98,10 +92,7 @@ class ConcatFile(FileNode):
 
 class LazyFile(FileNode):
     """A file node made on first use (cells.csv: its parts are listed from the tile count, which the
-    fragment folder's listing must not need). Its size is known only once every tile is rendered, which
-    `ls -l` of the fragment folder must not cost: a stat says 0 until then (size_known_late)."""
-
-    size_known_late = True
+    fragment folder's listing must not need)."""
 
     def __init__(self, make, mtime: float, immutable: bool):
         self._make, self._node, self._mtime, self.immutable = make, None, mtime, immutable
@@ -116,10 +107,6 @@ class LazyFile(FileNode):
 
     def size(self) -> int:
         return self._get().size()
-
-    def stat_size(self) -> int:
-        known = self._node.known_size() if self._node is not None else None
-        return 0 if known is None else known
 
     def read(self, offset: int, size: int) -> bytes:
         return self._get().read(offset, size)

@@ -41,17 +41,8 @@ class DirNode(Node):
 
 class FileNode(Node):
     mode = stat.S_IFREG | 0o444
-    #: True for a file whose size is known only once it is rendered (cells.csv: every tile decoded), which
-    #: a stat must not do: `stat_size` is 0 until then, and front ends open it with direct_io, so reads go
-    #: on to its end whatever stat said (as for /proc files)
-    size_known_late: bool = False
-
     def size(self) -> int:
         raise NotImplementedError
-
-    def stat_size(self) -> int:
-        """The size a stat shows: size(), exact; for a `size_known_late` file, 0 until it is known."""
-        return self.size()
 
     def read(self, offset: int, size: int) -> bytes | memoryview:
         """At most `size` bytes from `offset`, as bytes or a memoryview (no copy of cached data)."""

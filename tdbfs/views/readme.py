@@ -5,8 +5,8 @@ tdbfs: a read-only view of a TileDB array's on-disk structures
 ================================================================
 
 Every file here is computed from the array's own files on demand; nothing is
-ever written to the array. Sizes are exact (cells.csv's once known, see below),
-so cat, less, cp, grep, diff, jq and yq work on every file. A file that cannot be built (corrupt or truncated input,
+ever written to the array. Sizes are exact, so cat, less, cp, grep, diff, jq and
+yq work on every file. A file that cannot be built (corrupt or truncated input,
 an unknown filter, a missing key) reads as an I/O error; the reason, with the file and byte
 offset, is listed under `problems` in array.yaml and in the fragment's
 fragment.yaml.
@@ -90,10 +90,9 @@ fragment.yaml.
                           the tile inside the fragment's non-empty domain, in
                           cell order, coordinates computed
     cells.csv             every tile's rows, in tile order, under one header;
-                          its size is known once every tile has been rendered:
-                          stat says 0 until it has been read (ls -l of the
-                          fragment folder decodes no tile), then the exact
-                          size; a read always goes to its end
+                          its exact size is known once every tile has been
+                          rendered, so ls -l of the fragment folder decodes
+                          every tile
     raw/                  the fragment's files, byte for byte
     layout.csv            byte map of every file of the fragment, one row per
                           byte range: file,start,end,length,structure,detail
