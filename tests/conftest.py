@@ -74,6 +74,22 @@ def sample_array(sample_arrays):
 
 
 @pytest.fixture
+def tiles_decoded(monkeypatch) -> list:
+    """Every data tile the store decodes from now on (the real decoder, each call recorded)."""
+    import tdbfs.store.fragment as fragment_module
+
+    seen = []
+    real = fragment_module.unfilter_tile
+
+    def counted(raw, file, *args, **kwargs):
+        seen.append(file)
+        return real(raw, file, *args, **kwargs)
+
+    monkeypatch.setattr(fragment_module, "unfilter_tile", counted)
+    return seen
+
+
+@pytest.fixture
 def mount():
     """mount(array_path, **mounted_kwargs) -> mount point; all unmounted at teardown."""
     stack = contextlib.ExitStack()

@@ -1,6 +1,9 @@
 """Arrays of thousands of fragments: work counted, never timed (scripts/bench times it).
 
-* listing fragments/ reads no file and, while __fragments/ is unchanged, lists nothing again;
+* listing fragments/ reads no file and, while __fragments/ is unchanged, lists nothing again and
+  encodes no name again; readdir hands the names to libfuse's filler from the offset it asks for, and
+  `ls` through libfuse 3 and 2 shows each fragment once, in order;
+* a fragment is looked up once for all the requests below it, and its mtime read once it is committed;
 * the first footer.yaml of a fragment costs the same storage calls among 2,000 fragments as among 20;
 * array.yaml, stats.csv, timeline.csv and fragments.svg decode no tile, list each fragment folder at
   most twice in their render, show what TileDB sees, and cost no listing when looked at again;
@@ -15,6 +18,8 @@
 from __future__ import annotations
 
 import collections
+import ctypes
+import errno
 import os
 import re
 import shutil
@@ -29,9 +34,8 @@ import tiledb
 import yaml
 
 import tdbfs.store.base_store as base_store_module
-import tdbfs.store.fragment as fragment_module
 import tdbfs.views.tree as tree_module
-from tdbfs.fuse_ops import TdbfsOperations
+from tdbfs.fuse_ops import FuseOSError, TdbfsOperations, mfusepy
 from tdbfs.store import ArrayStore
 from tdbfs.store.as_of import LINKS_LISTED
 from tdbfs.store.storage.local import LocalStorage
@@ -88,6 +92,7 @@ class CountingStorage(LocalStorage):
         self.calls: collections.Counter = collections.Counter()
         self.listed: list[str] = []
         self.read_files: list[str] = []
+        self.stated: list[str] = []
 
     def entries(self, rel: str = ""):
         self.calls["entries"] += 1
@@ -101,6 +106,7 @@ class CountingStorage(LocalStorage):
 
     def stat(self, rel: str):
         self.calls["stat"] += 1
+        self.stated.append(rel)
         return super().stat(rel)
 
     def pread(self, rel: str, offset: int, size: int) -> bytes:
@@ -117,20 +123,7 @@ class CountingStorage(LocalStorage):
         self.calls.clear()
         self.listed.clear()
         self.read_files.clear()
-
-
-@pytest.fixture
-def tiles_decoded(monkeypatch) -> list:
-    """Every data tile decoded from now on (the real decoder, each call recorded)."""
-    seen = []
-    real = fragment_module.unfilter_tile
-
-    def counted(raw, file, *args, **kwargs):
-        seen.append(file)
-        return real(raw, file, *args, **kwargs)
-
-    monkeypatch.setattr(fragment_module, "unfilter_tile", counted)
-    return seen
+        self.stated.clear()
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +158,145 @@ def test_listing_fragments_reads_no_file_and_lists_once(many):
     storage.reset()
     assert [e[0] for e in ops.readdir("/fragments", 0)[2:]] == names
     assert storage.listed == [] and storage.read_files == [] and storage.calls["stat"] <= 2
+
+
+def test_fragments_listing_is_prepared_once_per_listing(many):
+    """A second listing of unchanged folders reuses the names the first one encoded for libfuse: no scan,
+    no encoding, the very same list; a new fragment makes a new one, with it in its place."""
+    path, names = many
+    storage = CountingStorage(str(path))
+    store = ArrayStore(storage)
+    ops = TdbfsOperations(build_root(store))
+    first = ops.dirents("/fragments", ops.opendir("/fragments"), 0)
+    assert first[0] == [n.encode() for n in names] and first[1] == stat.S_IFDIR | 0o555
+    storage.reset()
+    again = ops.dirents("/fragments", ops.opendir("/fragments"), 0)
+    assert again[0] is first[0] and storage.listed == []
+    added = add_fragment(path, 10**6)
+    age(path)
+    try:
+        grown = ops.dirents("/fragments", ops.opendir("/fragments"), 0)
+    finally:
+        shutil.rmtree(path / "__fragments" / added)
+        (path / "__commits" / f"{added}.wrt").unlink()
+        age(path)
+    assert grown[0] == [n.encode() for n in sorted(names + [added])]
+
+
+def _filler(accept: int, got: list):
+    """libfuse's fuse_fill_dir_t as a C callback, keeping (name, file type, offset) of each entry it takes
+    and saying "full" once it holds `accept` entries, as libfuse does when its reply buffer is full."""
+    from tdbfs.fuse_ops import _FILLER_3
+    taken = []
+
+    def fill(buf, name, st_address, off, flags):
+        if len(taken) == accept:
+            return 1
+        mode = ctypes.cast(st_address, ctypes.POINTER(mfusepy.c_stat)).contents.st_mode
+        taken.append(off)
+        got.append((name.decode(), stat.S_IFMT(mode), off))
+        return 0
+
+    return _FILLER_3(fill), taken
+
+
+def test_readdir_continues_from_the_offset_libfuse_asks_for(many):
+    """Each readdir hands entries to the filler until it says its buffer is full, each with the offset of
+    the next; the next readdir continues from that offset, on the listing taken at offset 0 (a fragment
+    written meanwhile shows at the next listing), until the listing is served once, in order."""
+    from tdbfs.fuse_ops import _fill_dir
+    path, names = many
+    ops = TdbfsOperations(build_root(ArrayStore(str(path))))
+    fh = ops.opendir("/fragments")
+    got, offset, calls = [], 0, 0
+    while True:
+        filler, taken = _filler(307, got)
+        assert _fill_dir(ops, b"/fragments", filler, ctypes.c_void_p(0), offset, fh, 0) == 0
+        calls += 1
+        if not taken:
+            break
+        offset = taken[-1]
+        if calls == 2:
+            added = add_fragment(path, 10**6)
+            age(path)
+    try:
+        assert calls == -(-(len(names) + 2) // 307) + 1
+        assert [(n, t) for n, t, _ in got] == [(".", stat.S_IFDIR), ("..", stat.S_IFDIR)] + [
+            (n, stat.S_IFDIR) for n in names]
+        assert [off for _, _, off in got] == list(range(1, len(names) + 3))
+        # rewinddir: offset 0 lists afresh
+        got = []
+        _fill_dir(ops, b"/fragments", _filler(10**6, got)[0], ctypes.c_void_p(0), 0, fh, 0)
+        assert [n for n, _, _ in got[2:]] == sorted(names + [added])
+        # a folder of files and folders: each entry its own type
+        got = []
+        _fill_dir(ops, b"/", _filler(10**6, got)[0], ctypes.c_void_p(0), 0, ops.opendir("/"), 0)
+        kinds = {n: t for n, t, _ in got}
+        assert kinds["array.yaml"] == stat.S_IFREG and kinds["fragments"] == stat.S_IFDIR
+        assert [n for n, _, _ in got[2:]] == [e[0] for e in ops.readdir("/", 0)[2:]]
+    finally:
+        shutil.rmtree(path / "__fragments" / added)
+        (path / "__commits" / f"{added}.wrt").unlink()
+        age(path)
+    ops.releasedir("/fragments", fh)
+    assert fh not in ops._dir_handles
+
+
+@pytest.mark.parametrize("libfuse", [3, 2])
+def test_ls_of_a_mount_lists_every_fragment_once_in_order(many, mount, libfuse):
+    """Through libfuse 3 and 2, a listing of 2,000 fragments (several READDIR requests, each continuing at
+    an offset) shows each name once, in the order of the folder, with its type and no lookup."""
+    path, names = many
+    mnt = mount(path, env={"TDBFS_LIBFUSE": str(libfuse)})
+    listed = subprocess.run(["ls", "-U", "-a", str(mnt / "fragments")], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert listed == [".", ".."] + names
+    with os.scandir(mnt / "fragments") as it:
+        kinds = [(e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in it]
+    assert kinds == [(n, True, False) for n in names]
+    top = subprocess.run(["find", str(mnt), "-maxdepth", "1", "-type", "f"], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert sorted(os.path.basename(t) for t in top) == ["README.txt", "array.yaml", "fragments.svg", "stats.csv",
+                                                        "timeline.csv"]
+
+
+class CountingStore(ArrayStore):
+    """The array store, counting the fragments it looks up one by one."""
+
+    def __init__(self, storage):
+        super().__init__(storage)
+        self.looked_up = collections.Counter()
+
+    def fragment_path_of(self, name):
+        self.looked_up[name] += 1
+        return super().fragment_path_of(name)
+
+
+def test_a_fragment_is_looked_up_once_for_the_requests_below_it(many):
+    """Every request below a fragment names it again: it is found by one stat, then reused as long as the
+    kernel keeps the name (entry_timeout), not stat'ed at each of find's 80 requests per fragment; and
+    its folder's mtime, which every folder under it shows, is asked once it is committed."""
+    path, names = many
+    storage = CountingStorage(str(path))
+    store = CountingStore(storage)
+    ops = TdbfsOperations(build_root(store))
+    name = names[7]
+    below = [f"/fragments/{name}", f"/fragments/{name}/footer.yaml", f"/fragments/{name}/attrs",
+             f"/fragments/{name}/attrs/a0", f"/fragments/{name}/attrs/a0/tile_0.bin"]
+    for _ in range(3):
+        for where in below:
+            assert ops.getattr(where)["st_mode"]
+        ops.readdir(f"/fragments/{name}/attrs/a0", 0)
+    # one stat to find it, one for its path when its node is made; 18 requests before
+    assert store.looked_up == {name: 2}
+    mtime = os.lstat(path / "__fragments" / name).st_mtime_ns   # shown through a float of seconds
+    storage.reset()
+    for under in ("", "/attrs", "/attrs/a0", "/rtree", "/raw"):
+        assert abs(ops.getattr(f"/fragments/{name}{under}")["st_mtime"] - mtime) < 1000
+    assert f"__fragments/{name}" not in storage.stated
+    with pytest.raises(FuseOSError) as absent:
+        ops.getattr("/fragments/__1_1_00000000000000000000000000000000_22")
+    assert absent.value.errno == errno.ENOENT
 
 
 def _first_footer_calls(path, name) -> tuple[collections.Counter, list, bytes]:

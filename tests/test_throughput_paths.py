@@ -9,16 +9,23 @@ measure the speed).
   the daemon raises as root);
 * `-o threads` serves eight concurrent readers the same bytes;
 * a damaged chunk met while decoding ahead is reported by the real read, with file and offset;
-* the glibc malloc tuning reaches the daemon; `read_ahead_kb` is parsed by tdbfs, never passed to libfuse.
+* the glibc malloc tuning reaches the daemon; `read_ahead_kb` is parsed by tdbfs, never passed to libfuse;
+* a tile of ZSTD alone decodes into one buffer (its second half on another thread when it is big, as the
+  daemon does) to the bytes and chunk records of the filter-by-filter path, and a damaged frame there is
+  reported in the same words, file and offset;
+* a stat of a tile file starts importing numpy in the daemon, before the read that needs it; an open's
+  fstat agrees with stat and with the bytes read.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +37,9 @@ import tdbfs.store.fragment as fragment_module
 
 from mounting import daemon_pids
 from tdbfs.cli.daemon import MALLOC_ENV
-from tdbfs.format.tile import parse_chunk_headers
+from tdbfs.format import zstd_tile
+from tdbfs.format.errors import FormatError
+from tdbfs.format.tile import parse_chunk_headers, unfilter_tile
 from tdbfs.store import ArrayStore
 from tdbfs.views.fragment_views import DECODE_AHEAD_MIN
 from tdbfs.views.nodes import resolve
@@ -235,3 +244,136 @@ def test_read_ahead_kb_is_an_option_of_tdbfs_not_of_libfuse():
     for bad in ("read_ahead_kb=-1", "read_ahead_kb=big"):
         with pytest.raises(ValueError, match="read_ahead_kb"):
             FuseOptions.parse([bad])
+
+
+# -- ZSTD tiles decoded into one buffer, on two threads --------------------------------------
+
+DENSE_TILE = 1 << 19  # int32 cells: 2 MiB tiles of 32 chunks, above zstd_tile.SPLIT_MIN_BYTES
+DENSE_TILES = 3
+
+
+@pytest.fixture(scope="module")
+def dense_array(tmp_path_factory) -> tuple[Path, str, bytes]:
+    path = tmp_path_factory.mktemp("throughput") / "dense"
+    dom = tiledb.Domain(tiledb.Dim("d", domain=(0, DENSE_TILE * DENSE_TILES - 1), tile=DENSE_TILE, dtype=np.int64))
+    attr = tiledb.Attr("a", dtype=np.int32, filters=tiledb.FilterList([tiledb.ZstdFilter()]))
+    tiledb.Array.create(str(path), tiledb.ArraySchema(domain=dom, attrs=[attr]))
+    values = np.random.default_rng(5).integers(0, 1 << 20, DENSE_TILE * DENSE_TILES, dtype=np.int32)
+    with tiledb.open(str(path), "w") as A:
+        A[:] = values
+    with tiledb.open(str(path)) as A:
+        expected = A[:]["a"].tobytes()
+    (name,) = os.listdir(path / "__fragments")
+    return path, name, expected
+
+
+class CountingPool(ThreadPoolExecutor):
+    """A real one-thread pool that counts what it is handed."""
+
+    def __init__(self):
+        super().__init__(1, thread_name_prefix="test-decode")
+        self.submitted = 0
+
+    def submit(self, fn, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def _decode_tile(frag, k: int, pool=None):
+    """Tile k of a0 through `unfilter_tile`, as Fragment._decode calls it."""
+    field = frag.field_by_stem("a0")
+    loc = frag.location(field, k, "data")
+    raw = frag.store.pread(loc.file, loc.offset, loc.persisted_size)
+    return unfilter_tile(raw, loc.file, loc.offset, frag.pipeline(field, "data"), frag.filter_context(field, "data"),
+                         f"tile {k}", expected_size=loc.unfiltered_size, base=loc.offset, pool=pool)
+
+
+def test_a_zstd_tile_decodes_into_one_buffer_as_the_filters_do(dense_array, monkeypatch):
+    path, _, expected = dense_array
+    frag = ArrayStore(str(path)).fragments()[0]
+    pool = CountingPool()
+    fast = [_decode_tile(frag, k, pool) for k in range(DENSE_TILES)]
+    alone = [_decode_tile(frag, k) for k in range(DENSE_TILES)]
+    monkeypatch.setattr(zstd_tile, "applies", lambda pipeline, ctx: False)  # chunk by chunk, filter by filter
+    general = [_decode_tile(frag, k) for k in range(DENSE_TILES)]
+    assert pool.submitted == DENSE_TILES  # each 2 MiB tile's second half went to the other thread
+    assert b"".join(t.data for t in fast) == expected
+    for a, b, c in zip(fast, alone, general):
+        assert type(a.data) is bytearray and type(c.data) is bytes  # the fast path was taken, then not
+        assert a.data == b.data == c.data
+        assert len(a.chunks) == 32 and a.chunks == b.chunks == c.chunks  # what tile_K.yaml shows
+        assert a.checksum_failures == c.checksum_failures == ()
+    pool.shutdown()
+
+
+def test_a_small_tile_stays_on_one_thread(sparse_array):
+    path, _, expected = sparse_array
+    frag = ArrayStore(str(path)).fragments()[0]
+    pool = CountingPool()
+    tile = _decode_tile(frag, 1, pool)
+    assert pool.submitted == 0  # 200 KB: handing half over costs more than it saves
+    assert tile.data == expected["a0"][CAPACITY * 4:2 * CAPACITY * 4]
+    pool.shutdown()
+
+
+def test_a_damaged_frame_is_reported_as_the_filters_word_it(tmp_path, dense_array, monkeypatch):
+    src, name, expected = dense_array
+    path = tmp_path / "dense"
+    shutil.copytree(src, path)
+    frag = ArrayStore(str(path)).fragments()[0]
+    loc = frag.location(frag.field_by_stem("a0"), 1, "data")
+    data_file = path / "__fragments" / name / "a0.tdb"
+    chunk = parse_chunk_headers(data_file.read_bytes(), loc.file, loc.offset)[20]
+    with open(data_file, "r+b") as f:  # chunk 20 (of the half decoded on the other thread): no magic number
+        f.seek(chunk.data_offset)
+        f.write(bytes(4))
+    errors = []
+    for fast in (True, False):
+        if not fast:
+            monkeypatch.setattr(zstd_tile, "applies", lambda pipeline, ctx: False)
+        store = ArrayStore(str(path))
+        frag = store.fragments()[0]
+        with pytest.raises(FormatError) as err:
+            _decode_tile(frag, 1, CountingPool())
+        errors.append((err.value.file, err.value.structure, err.value.offset, str(err.value)))
+        # the tiles around it still decode
+        assert _decode_tile(frag, 2).data == expected[2 * DENSE_TILE * 4:]
+    assert errors[0] == errors[1]
+    assert errors[0][:3] == (f"__fragments/{name}/a0.tdb", "tile 1", chunk.metadata_offset)
+    assert "chunk 20, filter ZSTD" in errors[0][3]
+
+
+def _maps(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_the_daemon_decodes_big_tiles_on_two_threads(dense_array, mount, tmp_path):
+    path, name, expected = dense_array
+    log = tmp_path / "daemon.log"
+    mnt = mount(path, extra_args=["--log", str(log)])
+    tiles = [mnt / "fragments" / name / "attrs" / "a0" / f"tile_{k}.bin" for k in range(DENSE_TILES)]
+    assert subprocess.run(["cat", *map(str, tiles)], capture_output=True, check=True).stdout == expected
+    assert "ZSTD tiles of 1 MiB and more decode on two threads" in log.read_text()
+
+
+def test_a_stat_of_a_tile_file_starts_loading_numpy(sparse_array, mount):
+    path, name, expected = sparse_array
+    mnt = mount(path)
+    (pid,) = daemon_pids(mnt, spawned_only=True)
+    tile = _tile_paths(mnt, name, "dims/d0")[2]
+    os.listdir(tile.parent)
+    assert "_multiarray_umath" not in _maps(pid)  # a sparse fragment's tiles are listed without numpy
+    assert tile.stat().st_size == CAPACITY * 8
+    for _ in range(200):  # on a thread of its own, while nothing is read
+        if "_multiarray_umath" in _maps(pid):
+            break
+        time.sleep(0.05)
+    assert "_multiarray_umath" in _maps(pid)
+    # one open: its fstat (kept with the handle) agrees with stat and with what is read
+    with open(tile, "rb") as f:
+        first = os.fstat(f.fileno())
+        body = f.read()
+        again = os.fstat(f.fileno())
+    assert first.st_size == again.st_size == len(body) == CAPACITY * 8
+    assert first.st_mtime_ns == again.st_mtime_ns and first.st_blksize == 1 << 20
+    assert body == expected["d0"][2 * CAPACITY * 8:3 * CAPACITY * 8]

@@ -78,6 +78,9 @@ def run_daemon(args, store, mnt: str, options) -> int:
     # time on a sequential read). What exists now lives as long as the daemon: freeze it.
     gc.freeze()
     gc.set_threshold(100_000, 50, 1000)
+    # big ZSTD tiles decode on two threads (its thread starts on first use, after the signal mask is set)
+    from ..store import decode_pool
+    decode_pool.enable()
 
     if not args.spawned:
         from .sd_notify import ready_once_answering

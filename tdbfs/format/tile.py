@@ -15,7 +15,7 @@ from .datatypes import Datatype, DATATYPES
 from .errors import FormatError
 from .errors import safety_net
 from .filters import FilterPipeline
-from . import filter_reversal
+from . import filter_reversal, zstd_tile
 
 CHUNK_HEADER_SIZE = 12
 
@@ -51,7 +51,7 @@ class ChunkRecord:
 
 @dataclass(frozen=True)
 class DecodedTile:
-    data: bytes
+    data: bytes | bytearray   # bytearray from the ZSTD fast path (zstd_tile); never written to
     chunks: tuple[ChunkRecord, ...]
     checksum_failures: tuple[str, ...] = ()
     # Var strings under RLE/DICTIONARY (§3.4): the uint64 tile-relative offsets the
@@ -110,11 +110,14 @@ def tile_end(headers: list[ChunkHeader], offset: int) -> int:
 @safety_net("tile", offset_arg="offset")
 def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: FilterContext,
                   structure: str = "tile", expected_size: int | None = None,
-                  headers: list[ChunkHeader] | None = None, base: int = 0) -> DecodedTile:
+                  headers: list[ChunkHeader] | None = None, base: int = 0, pool=None) -> DecodedTile:
     """Reverse `pipeline` on every chunk of the tile at `offset`; the unfiltered bytes and a record.
 
     `expected_size`, when known from fragment metadata, bounds all output so
     that a corrupt length cannot make us allocate or decompress more than that.
+    A tile of ZSTD alone whose size is expected decodes through `zstd_tile` into one buffer (a bytearray), its halves on
+    two threads when `pool` (an Executor) is given; any other tile, or one that does not decode
+    there, goes chunk by chunk through the filters.
     """
     if headers is None:
         headers = parse_chunk_headers(data, file, offset, structure, base)
@@ -122,6 +125,13 @@ def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: F
     if expected_size is not None and total != expected_size:
         raise FormatError(file, structure, _first_wrong_length(headers, expected_size, offset),
                           f"chunks hold {total} unfiltered bytes but the fragment metadata expects {expected_size}")
+    # the fast path allocates the whole tile before decoding: only a size the fragment metadata vouches
+    # for may size it (a generic tile's chunk lengths alone could claim terabytes)
+    if expected_size is not None and zstd_tile.applies(pipeline, ctx):
+        fast = zstd_tile.decode(data, headers, base, total, pool)
+        if fast is not None:
+            out, stages = fast
+            return DecodedTile(out, tuple(ChunkRecord(h, s) for h, s in zip(headers, stages)))
     view = memoryview(data)
     outputs = []
     records = []

@@ -11,13 +11,13 @@ import os
 from .base_store import BaseStore
 from .metadata_files import META_DIR, MetadataFiles
 from .cache import ByteLRU
+from .fragment_listing import FRAGMENTS_DIR, FragmentListing
 from .problems import Problem, WARNING
 from .storage import Storage
 
 SCHEMA_DIR = "__schema"
 ENUMERATIONS_DIR = "__schema/__enumerations"
 LEGACY_SCHEMA = "__array_schema.tdb"
-FRAGMENTS_DIR = "__fragments"
 COMMITS_DIR = "__commits"
 FRAGMENT_META_DIR = "__fragment_meta"
 LABELS_DIR = "__labels"
@@ -181,24 +181,25 @@ class ArrayStore(MetadataFiles, BaseStore):
     def fragment_paths(self) -> list[str]:
         """Relative paths of fragment folders: `__fragments/*` and legacy ones at the root; listed again only
         when `__fragments/` or the root changed (one stat each, for 100,000 fragments)."""
-        return list(self._fragment_listing()[0])
+        return list(self._fragment_listing().paths)
 
     def fragment_index(self) -> dict[str, str]:
         """Fragment folder name -> its relative path as `fragment_paths` lists it. Shared: only read it."""
-        return self._fragment_listing()[1]
+        return self._fragment_listing().index
 
-    def _fragment_listing(self) -> tuple[tuple, dict]:
+    def fragment_names(self) -> list[str]:
+        """The fragment folders' names in the order of `fragment_index`, the same list object while the
+        listing stays as it is (`fragments/` keeps what it prepared from it). Shared: only read it."""
+        return self._fragment_listing().names
+
+    def _fragment_listing(self) -> FragmentListing:
         return self.per_listing("fragment listing", (FRAGMENTS_DIR, ""), self._list_fragments)
 
-    def _list_fragments(self) -> tuple[tuple, dict]:
+    def _list_fragments(self) -> FragmentListing:
         # scandir's d_type answers "is it a folder" without a stat per fragment (100,000 fragments)
-        names = self._subdirs(FRAGMENTS_DIR)
-        paths = [f"{FRAGMENTS_DIR}/{n}" for n in names]
         legacy = [n for n in self._subdirs("")
                   if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n)]
-        index = dict(zip(legacy, legacy))
-        index.update(zip(names, paths))   # a name in both places: the one in __fragments/, listed first
-        return tuple(paths + legacy), index
+        return FragmentListing(self._subdirs(FRAGMENTS_DIR), legacy)
 
     def uncommitted_fragment_paths(self) -> list[str]:
         return self.per_listing("uncommitted", (FRAGMENTS_DIR, "", COMMITS_DIR), lambda: [

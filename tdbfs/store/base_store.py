@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from ..format.generic_tile import GenericTile, read_generic_tile
 from .cache import ByteLRU
+from .fragment_digest import digest_table
 from .problems import Problem, ProblemLog, unique
 from .storage import Entry, Storage, open_storage
 
@@ -71,6 +72,9 @@ class BaseStore:
         self._live_logs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._per_listing: dict = {}   # kind -> (listing stamps, value), see per_listing
         self._pass = threading.local()  # .entries (folders listed last), .stamps: during one_pass
+        # committed fragments' digests, for the array-wide summaries (fragment_digest.py): outside the cache
+        # so that a pass over 100,000 footers does not evict them
+        self.digests = digest_table(self.cache.capacity)
 
     # -- files: every access goes through the storage (no symlink followed, regular files only) ---
     def listdir(self, rel: str = "") -> list[str]:
@@ -185,7 +189,7 @@ class BaseStore:
         version = self._version_of(rel)
 
         def make():
-            tile = read_generic_tile(self.read_file(rel), offset, rel, structure, key=self.key)
+            tile = read_generic_tile(self._read_whole(rel, version), offset, rel, structure, key=self.key)
             # header, pipeline and per-chunk records: ~1.6 KiB for a one-chunk tile (tracemalloc)
             return tile, len(tile.payload) + 1024 + 600 * len(tile.chunks)
 
@@ -199,13 +203,22 @@ class BaseStore:
         """fn(), or None with its failure recorded among the store's problems."""
         return self.problems.attempt(fn, file, structure)
 
-    def disk_usage(self) -> dict:
-        """Bytes and files under the folder, by top-level folder (lstat: symlinks count as themselves)."""
+    def disk_usage(self, known: dict | None = None) -> dict:
+        """Bytes and files under the folder, by top-level folder (lstat: symlinks count as themselves).
+        `known`: folder -> (bytes, files) of folders without sub-folders listed already (not listed again)."""
         by_dir: dict = {}
         total = files = 0
         todo = [""]
+        known = known or {}
         while todo:
             rel = todo.pop()
+            if rel in known:
+                size, n = known[rel]
+                top = rel.split("/")[0]
+                total += size
+                files += n
+                by_dir[top] = by_dir.get(top, 0) + size
+                continue
             for e in self.entries(rel):
                 sub = f"{rel}/{e.name}" if rel else e.name
                 if e.is_dir:
@@ -343,6 +356,7 @@ class BaseStore:
             for kept in (self._fragments, self._problem_logs):
                 for gone in set(kept) - live:
                     del kept[gone]
+        self.digests.forget_except(live)
 
     def fragments(self) -> list:
         paths = self.fragment_paths()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from .fragment_digest import kept_findings
 from .fragment_interface import DATA, VALIDITY, VAR
 from .storage import FOLDER, REGULAR, NotRegularError
 from .problems import ERROR, Problem, WARNING, unique
@@ -228,12 +229,15 @@ def data_file_finding(frag, field, stream: str, entry) -> Problem | None:
 def all_findings(store) -> list[Problem]:
     """Everything known to be wrong with the array now: the listings' findings for the array and every
     fragment, then what decoding found (array-level files, then each fragment, then the rest). One
-    fragment object at a time: a pass over 100,000 holds no more of them than the store keeps."""
+    fragment object at a time: a pass over 100,000 holds no more of them than the store keeps, and the
+    footers parsed for it serve the other summaries (store/fragment_digest.py)."""
     paths = store.fragment_paths()
     store.forget_vanished(paths)
     lists = [store.listing_findings()]
     for rel in paths:
-        lists.append(store.fragment_findings(store.fragment(rel)))
+        # a committed fragment's, kept with its digest while its folder lists the same entries
+        kept = kept_findings(store, rel)
+        lists.append(kept if kept is not None else store.fragment_findings(store.fragment(rel)))
     lists.append(store.problems.items)
     for rel in paths:
         # a decoded structure may have found more since: the fragment's own log, as fragment.yaml shows it

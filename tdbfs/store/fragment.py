@@ -16,6 +16,7 @@ from ..format.names import parse_fragment_name
 from ..format.reversers.encryption import NO_KEY_MESSAGE, EncryptedError
 from ..format.tile import DecodedTile, FilterContext, empty_offsets, unfilter_tile, UINT8, UINT64
 from ..lazy import np
+from . import decode_pool
 from .fragment_folder import FragmentFolder
 from .fragment_interface import DATA, STREAM_SUFFIX, TILEDB, VALIDITY, VAR, TileLocation
 from .problems import Problem, WARNING
@@ -494,7 +495,7 @@ class Fragment(FragmentFolder):
         if ctx.var_strings:
             ctx = replace(ctx, cell_num=self.tile_cell_num(k))
         decoded = unfilter_tile(raw, loc.file, loc.offset, pipeline, ctx, f"tile {k}",
-                                expected_size=loc.unfiltered_size, base=loc.offset)
+                                expected_size=loc.unfiltered_size, base=loc.offset, pool=decode_pool.pool())
         for failure in decoded.checksum_failures:
             self.problems.add(Problem(loc.file, f"tile {k}", loc.offset, failure))
         if stream == DATA:
@@ -509,7 +510,7 @@ class Fragment(FragmentFolder):
         if bounds is None or k >= len(bounds[0]):
             return
         dt = np.dtype(field.datatype.dtype)
-        values = np.frombuffer(data[:len(data) - len(data) % dt.itemsize], dt)
+        values = np.frombuffer(memoryview(data)[:len(data) - len(data) % dt.itemsize], dt)  # no copy of the tile
         if not len(values) or (dt.kind == "f" and np.isnan(values).any()):
             return
         lo, hi = values.min(), values.max()

@@ -36,6 +36,7 @@ class FragmentFolder:
         self._memo: dict = {}
         self._memo_state = None
         self._committed = False
+        self._mtime: float | None = None   # kept once committed
 
     # -- commit state ----------------------------------------------------------------
     def is_committed(self) -> bool:
@@ -45,19 +46,18 @@ class FragmentFolder:
         """The folder's entries as they are now: (name, kind, size, mtime_ns) each."""
         return tuple((e.name, e.kind, e.size, e.mtime_ns) for e in self.store.entries(self.rel))
 
+    def _known_committed(self) -> bool:
+        """True once a commit marks the fragment (for good: its files never change again)."""
+        if not self._committed:
+            try:
+                self._committed = self.is_committed()
+            except Exception:  # noqa: BLE001 -- unreadable commits: the fragment is treated as still changing
+                pass
+        return self._committed
+
     def state(self):
-        """COMMITTED once a commit marks the fragment (for good: its files never change again), else the
-        folder's signature."""
-        if self._committed:
-            return COMMITTED
-        try:
-            committed = self.is_committed()
-        except Exception:  # noqa: BLE001 -- unreadable commits: the fragment is treated as still changing
-            committed = False
-        if committed:
-            self._committed = True
-            return COMMITTED
-        return self.signature()
+        """COMMITTED once a commit marks the fragment, else the folder's signature."""
+        return COMMITTED if self._known_committed() else self.signature()
 
     @property
     def committed(self) -> bool:
@@ -128,7 +128,16 @@ class FragmentFolder:
         return [e for e in self.store.entries(self.rel) if not e.is_file]
 
     def mtime(self) -> float:
-        return self.store.mtime(self.rel)
+        """The folder's mtime: asked once the fragment is committed (its files never change again), at every
+        call before. Every stat of the folder and of the folders under it shows it, and `find` makes 80
+        requests per fragment."""
+        if self._mtime is not None:
+            return self._mtime
+        committed = self._known_committed()
+        t = self.store.mtime(self.rel)
+        if committed:
+            self._mtime = t
+        return t
 
     def cell_count(self) -> int:
         """Cells in the fragment, from the tile counts both layouts give (store/fragment_interface.py)."""

@@ -10,10 +10,11 @@ from .nodes import BytesFile, Summary
 
 def summary_file(store, render, structure: str) -> BytesFile:
     """An array-wide summary (array.yaml, stats.csv, timeline.csv, fragments.svg): one pass over the
-    listings and the fragment metadata, each fragment folder listed once (store.one_pass), kept until
-    store.summary_state() changes; never a data tile."""
+    listings and the fragment metadata, each fragment folder listed once (store.one_pass), each footer
+    parsed once for the four (store/fragment_digest.py), kept until store.summary_state() changes; never
+    a data tile."""
     def in_one_pass() -> bytes:
-        with store.one_pass():
+        with store.one_pass(), store.digests.render():
             return render()
 
     return BytesFile(guarded(in_one_pass, store.problems, "", structure),
@@ -60,11 +61,12 @@ def array_summary(store) -> dict:
         "metadata_files": len(store.metadata_files()),
         "fragment_meta_files": len(store.fragment_meta_files()),
     }
-    out["sizes"] = store.disk_usage()
+    out["sizes"] = None   # last: the fragment folders listed for the hints and findings are not listed again
     out["encryption"] = _encryption(store, latest)
     hints = _hints(store, schema_versions)  # first: what it finds wrong is among the problems
     out["problems"] = [p.to_dict() for p in store.findings()]
     out["hints"] = hints
+    out["sizes"] = store.disk_usage(store.digests.usage_seen())
     return out
 
 

@@ -38,19 +38,27 @@ def yaml_file(make: Callable[[], object], problems, file: str, structure: str, k
 
 
 class LazyNodes(Mapping):
-    """A folder listing whose nodes are made on first access; `modes()` gives (name, st_mode) without
-    making any (a FUSE readdir of 10,000 fragments or commit files)."""
+    """A folder listing whose nodes are made on first access; `dirents()` gives the names encoded for
+    libfuse and their st_mode, without making any node (a FUSE readdir of 100,000
+    fragments or 10,000 commit files). `names` may be a list the store shares: it is only read."""
 
-    def __init__(self, names: list[str], get: Callable[[str], Node], mode: int):
-        self._names, self._set, self._get, self._mode = names, set(names), get, mode
+    def __init__(self, names: list[str], get: Callable[[str], Node], mode):
+        self._names, self._get, self._mode = names, get, mode
+        self._set = self._dirents = None
+
+    def _members(self) -> frozenset:
+        # built on the first lookup only: `ls` of 100,000 names never asks
+        if self._set is None:
+            self._set = frozenset(self._names)
+        return self._set
 
     def __getitem__(self, name: str) -> Node:
-        if name not in self._set:
+        if name not in self._members():
             raise KeyError(name)
         return self._get(name)
 
     def __contains__(self, name) -> bool:
-        return name in self._set
+        return name in self._members()
 
     def __iter__(self):
         return iter(self._names)
@@ -58,17 +66,22 @@ class LazyNodes(Mapping):
     def __len__(self) -> int:
         return len(self._names)
 
-    def modes(self):
-        mode = self._mode
-        if callable(mode):
-            return ((name, mode(name)) for name in self._names)
-        return ((name, mode) for name in self._names)
+    def dirents(self) -> tuple[list[bytes], int | list[int]]:
+        """(names as libfuse takes them, st_mode of all or of each), made once per listing: a folder
+        listed again while unchanged (`per_listing`) costs no encoding."""
+        if self._dirents is None:
+            encoded = [name.encode("utf-8", "surrogateescape") for name in self._names]
+            mode = self._mode
+            self._dirents = (encoded, [mode(name) for name in self._names] if callable(mode) else mode)
+        return self._dirents
 
 
 class KeyedDir(DynamicDir):
     """A directory whose entries come and go; nodes of entries that stay are kept (and their caches).
 
     With `exists(name)` (which must agree with `names()`), one entry is found without listing all.
+    With `mode`, a listing makes no node, and while `names()` returns the very same list (a listing the
+    store keeps) the same `LazyNodes` serves, with what it prepared.
     """
 
     def __init__(self, names: Callable[[], list[str]], make: Callable[[str], Node], mtime=None,
@@ -80,6 +93,7 @@ class KeyedDir(DynamicDir):
         self._exists = exists
         # st_mode of every entry (or a function of its name): a listing then makes no node
         self._mode = mode
+        self._listed: LazyNodes | None = None
         self.cheap_child = exists is not None
         super().__init__(self._children, mtime)
 
@@ -103,9 +117,12 @@ class KeyedDir(DynamicDir):
     def _children(self) -> Mapping[str, Node]:
         names = self._names()
         if self._mode is not None:
-            live = set(names)
-            self._nodes = OrderedDict((n, v) for n, v in self._nodes.items() if n in live)
-            return LazyNodes(names, self._node, self._mode)
+            listed = self._listed
+            if listed is None or listed._names is not names:
+                listed = self._listed = LazyNodes(names, self._node, self._mode)
+            if self._nodes:
+                self._nodes = OrderedDict((n, v) for n, v in self._nodes.items() if n in listed)
+            return listed
         nodes = {}
         for name in names:
             node = self._nodes.get(name)

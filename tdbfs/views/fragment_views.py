@@ -11,6 +11,7 @@ from ..lazy import np
 from .describe.filters import describe_pipeline
 from .describe.fragment_metadata import (describe_footer, describe_fragment_summary, describe_legacy_footer,
                                          describe_rtree_level)
+from ..store import decode_pool
 from ..store.fragment import Fragment
 from ..store.fragment_interface import (DATA, LEGACY0X, STREAM_SUFFIX, VALIDITY, VAR, FragmentLike,
                                         streams)
@@ -136,6 +137,8 @@ class TileFile(FileNode):
         return self._mtime
 
     def size(self) -> int:
+        if not np.imported():
+            decode_pool.warm_numpy()  # the read that follows a stat needs it
         try:
             return self._frag.unfiltered_size(self._field, self._k, self._stream)
         except Exception as exc:

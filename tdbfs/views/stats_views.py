@@ -8,6 +8,7 @@ filters, error (why a fragment has no rows of its own).
 
 from __future__ import annotations
 
+from ..store.fragment_digest import fragment_digest
 from ..store.stats import FieldStats, fragment_stats
 from .array_views import summary_file
 from .nodes import BytesFile, InCache
@@ -37,13 +38,13 @@ def fragment_stats_csv(frag) -> bytes:
 def array_stats_csv(store) -> bytes:
     rows, every, cells = [], [], 0
     for rel in sorted(store.fragment_paths(), key=lambda r: r.rsplit("/", 1)[-1]):
-        frag = store.fragment(rel)
-        try:
-            stats = fragment_stats(frag)
-        except Exception as exc:  # noqa: BLE001 -- recorded by the fragment's parse; the others still show
-            rows.append(["field", frag.name] + [None] * 9 + [str(exc)])
+        name = rel.rsplit("/", 1)[-1]
+        d = fragment_digest(store, rel)   # recorded by the fragment's parse when it failed; the others still show
+        if d.stats_error is not None:
+            rows.append(["field", name] + [None] * 9 + [d.stats_error])
             continue
-        rows += [_row("field", frag.name, s) for s in stats]
+        stats = d.stats
+        rows += [_row("field", name, s) for s in stats]
         every += stats
         cells += _cells(stats)
     return to_csv(HEADER, rows + _totals(every, cells))
