@@ -335,12 +335,16 @@ def test_cli_progress_bar_counts_fragments_tiles_and_bytes(tmp_path):
     assert int(m.group(1)) == doc["counts"]["tiles"]
 
 
-def test_default_jobs_every_core_unless_the_array_is_smaller_than_one_task(tmp_path, monkeypatch):
-    import tdbfs.check
-    from tdbfs.cli.check_command import _default_jobs
+def test_default_jobs_every_core_unless_workers_cannot_pay_for_their_start(tmp_path, monkeypatch):
+    import tdbfs.cli.check_command as check_command
     built = arrays.make_array(tmp_path, "sparse", ndim=1, cells=10, capacity=3, n_fragments=3)
     store = open_store(str(built.path), 64)
-    assert _default_jobs(store) == 1
+    assert check_command._default_jobs(store) == 1
     size = sum(f.stat().st_size for f in (built.path / "__fragments").rglob("*") if f.is_file())
-    monkeypatch.setattr(tdbfs.check, "SPLIT_BYTES", size - 1)
-    assert _default_jobs(store) == (os.cpu_count() or 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(check_command, "WORKER_START_BYTES", (size + 1) // 2)  # two workers win past >= size
+    assert check_command._default_jobs(store) == 1
+    monkeypatch.setattr(check_command, "WORKER_START_BYTES", size // 2 - 1)
+    assert check_command._default_jobs(store) == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert check_command._default_jobs(store) == 1

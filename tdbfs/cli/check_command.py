@@ -56,19 +56,24 @@ def cmd_check(args) -> int:
     return 0 if result.clean else 1
 
 
+#: what `--jobs 1` checks (stored bytes, ZSTD tiles) in the time worker processes take to start and open
+#: the array, ~0.4 s on 2 cores (scripts/bench figure 7): below that, workers cannot win
+WORKER_START_BYTES = 256 << 20
+
+
 def _default_jobs(store) -> int:
-    """Every core; but one, in this process, for an array whose fragments are smaller than one task:
-    starting workers would cost more (~0.4 s of CPU) than they could save."""
-    from ..check import SPLIT_BYTES
+    """Every core; but one, in this process, for an array too small for workers to pay for their start:
+    N workers save (1 - 1/N) of the work, so they win past WORKER_START_BYTES * N / (N - 1) stored bytes."""
     from ..store.group_store import GroupStore
 
     cores = os.cpu_count() or 1
     if cores == 1 or isinstance(store, GroupStore) or store.legacy0x_layout == "workspace":
         return cores
+    enough = WORKER_START_BYTES * cores // (cores - 1)
     size = 0
     for rel in store.fragment_paths():
         size += sum(e.size for e in store.entries(rel) if e.is_file)
-        if size > SPLIT_BYTES:
+        if size > enough:
             return cores
     return 1
 

@@ -142,8 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no problem lines and no progress, only the summary")
     p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                    help="check fragments in N worker processes, each with --cache-mb / N of memory (default: "
-                        "every core, or 1 for an array under 64 MiB; 1: in this process); the output is the "
-                        "same whatever N")
+                        "every core, or 1 for an array too small for workers to pay for their start: under "
+                        "512 MiB on 2 cores; 1: in this process); the output is the same whatever N")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="check fragments on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786); "
                         "its workers read the array from its location themselves")
