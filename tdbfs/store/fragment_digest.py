@@ -175,8 +175,8 @@ def _committed(store, rel: str) -> bool:
 
 
 def _folder(store, rel: str) -> int:
-    """The folder's signature (FragmentFolder.signature) hashed: what a digest's findings were made from."""
-    return hash(tuple((e.name, e.kind, e.size, e.mtime_ns) for e in store.entries(rel)))
+    """The folder's signature hashed: what a digest's findings were made from."""
+    return hash(store.fragment(rel).signature())
 
 
 def _make(store, frag) -> FragmentDigest:
