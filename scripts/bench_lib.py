@@ -113,8 +113,9 @@ def warm(path: str) -> None:
 class Mount:
     """`tdbfs mount` as a user runs it (a background daemon), unmounted on exit."""
 
-    def __init__(self, array: str, mnt: str, cache_mb: int, options=()):
+    def __init__(self, array: str, mnt: str, cache_mb: int, options=(), args=()):
         self.array, self.mnt, self.cache_mb, self.options = array, mnt, cache_mb, list(options)
+        self.args = list(args)   # more of `tdbfs mount`'s own (--jobs 1)
         self.mount_s = None
         self._pid = None
 
@@ -123,6 +124,7 @@ class Mount:
         cmd = TDBFS + ["mount", "--cache-mb", str(self.cache_mb)]
         for o in self.options:
             cmd += ["-o", o]
+        cmd += self.args
         t = time.perf_counter()
         subprocess.run(cmd + [self.array, self.mnt], check=True, env=ENV, capture_output=True)
         self.mount_s = time.perf_counter() - t

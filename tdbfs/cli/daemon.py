@@ -79,8 +79,10 @@ def run_daemon(args, store, mnt: str, options) -> int:
     gc.freeze()
     gc.set_threshold(100_000, 50, 1000)
     # big ZSTD tiles decode on two threads (its thread starts on first use, after the signal mask is set)
-    from ..store import decode_pool
+    from ..store import decode_pool, digest_pool
     decode_pool.enable()
+    # the summaries of many fragments on every core (store/digest_pool.py)
+    digest_pool.enable(args.jobs or os.cpu_count() or 1)
 
     if not args.spawned:
         from .sd_notify import ready_once_answering
@@ -145,6 +147,8 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None) -> int:
         cmd += ["--log", os.path.abspath(args.log)]
     if args.debug:
         cmd.append("--debug")
+    if args.jobs:
+        cmd += ["--jobs", str(args.jobs)]
     pass_fds: tuple = ()
     if key is not None:
         read_fd, write_fd = os.pipe()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
+from .digest_pool import digests_ahead
 from .fragment_digest import fragment_digest
 
 
@@ -35,7 +36,9 @@ def fragment_overviews(store) -> list[FragmentOverview]:
     """Every fragment of the array, in time order (t1, t2, then name)."""
     vacuum = store.vacuum_lists()  # (a 0.x array has no commit files: empty)
     consolidators = {posixpath.basename(v)[:-len(".vac")] for v in set(vacuum.values())}
-    out = [_overview(rel, fragment_digest(store, rel), vacuum, consolidators) for rel in store.fragment_paths()]
+    rels = store.fragment_paths()
+    digests_ahead(store, rels)
+    out = [_overview(rel, fragment_digest(store, rel), vacuum, consolidators) for rel in rels]
     return sorted(out, key=lambda o: (o.t1 if o.t1 is not None else -1, o.t2 or -1, o.name))
 
 

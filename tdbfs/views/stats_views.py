@@ -8,6 +8,7 @@ filters, error (why a fragment has no rows of its own).
 
 from __future__ import annotations
 
+from ..store.digest_pool import digests_ahead
 from ..store.fragment_digest import fragment_digest
 from ..store.stats import FieldStats, fragment_stats
 from .array_views import summary_file
@@ -37,7 +38,9 @@ def fragment_stats_csv(frag) -> bytes:
 
 def array_stats_csv(store) -> bytes:
     rows, every, cells = [], [], 0
-    for rel in sorted(store.fragment_paths(), key=lambda r: r.rsplit("/", 1)[-1]):
+    rels = sorted(store.fragment_paths(), key=lambda r: r.rsplit("/", 1)[-1])
+    digests_ahead(store, rels)
+    for rel in rels:
         name = rel.rsplit("/", 1)[-1]
         d = fragment_digest(store, rel)   # recorded by the fragment's parse when it failed; the others still show
         if d.stats_error is not None:
