@@ -36,6 +36,16 @@ import mounting  # noqa: E402
 from mounting import assert_unchanged, mounted, snapshot_tree, unmount  # noqa: E402,F401
 
 
+@pytest.fixture(autouse=True)
+def _digests_in_this_process():
+    """A test renders summaries in this process unless it asks for workers: `tdbfs cat` run in-process
+    (cli.main) turns them on for the rest of the process, as it does in its own."""
+    from tdbfs.store import digest_pool
+    digest_pool.enable(1)
+    yield
+    digest_pool.enable(1)
+
+
 @pytest.fixture
 def array_factory(tmp_path: Path):
     """Build arrays in this test's tmp dir: array_factory("sparse", ndim=3, capacity=2)."""

@@ -207,3 +207,29 @@ def test_a_mount_digests_many_fragments_in_workers_and_serves_the_same_summaries
             break
         time.sleep(0.1)
     assert not _forkservers() - before
+
+
+@pytest.mark.parametrize("cores, jobs", [(None, 1), (1, 1), (2, 2), (8, 8), (64, 8)])
+def test_a_mount_starts_a_worker_per_core_up_to_eight(monkeypatch, cores, jobs):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert digest_pool.default_jobs() == jobs
+
+
+def test_tdbfs_cat_renders_with_workers_as_the_mount_does(tmp_path, monkeypatch, capsysbinary):
+    from tdbfs.cli.main import main
+    from tdbfs.store import fragment_overview
+
+    path = tmp_path / "arr"
+    make_fragments(path, 1000)
+    monkeypatch.setattr(digest_pool, "default_jobs", lambda: 2)
+    made = []
+    real = fragment_overview.digests_ahead
+    monkeypatch.setattr(fragment_overview, "digests_ahead", lambda store, rels: made.append(real(store, rels)))
+    try:
+        assert main(["cat", str(path), "array.yaml"]) == 0
+    finally:
+        digest_pool.enable(1)
+    with_workers = capsysbinary.readouterr().out
+    assert made[0] == 1000 and sum(made) == 1000   # every digest from the workers, once
+    assert b"fragments: 1000" in with_workers
+    assert with_workers == _render(path, ("array.yaml",))["array.yaml"]

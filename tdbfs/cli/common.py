@@ -87,4 +87,6 @@ def root_of(args):
     extra: dict = {"key_file": args.key_file} if args.key_file else {}
     if is_url(args.array) or getattr(args, "options", None) or getattr(args, "cache_dir", None):
         extra["remote"] = browse_settings(args)
+    from ..store import digest_pool
+    digest_pool.enable(digest_pool.default_jobs())   # `tdbfs cat ARRAY array.yaml` as the mount renders it
     return open_root(args.array, args.cache_mb, **extra)

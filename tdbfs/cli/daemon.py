@@ -82,7 +82,7 @@ def run_daemon(args, store, mnt: str, options) -> int:
     from ..store import decode_pool, digest_pool
     decode_pool.enable()
     # the summaries of many fragments on every core (store/digest_pool.py)
-    digest_pool.enable(args.jobs or os.cpu_count() or 1)
+    digest_pool.enable(args.jobs or digest_pool.default_jobs())
 
     if not args.spawned:
         from .sd_notify import ready_once_answering

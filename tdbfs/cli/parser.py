@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                    help="worker processes that digest the fragments' metadata for array.yaml, stats.csv and "
                         "fragments.svg when at least 1,000 fragments have none yet, local arrays only (default: "
-                        "every core; 1: the daemon alone); the files are the same whatever N")
+                        "every core, up to 8; 1: the daemon alone); the files are the same whatever N")
     p.add_argument("--log", metavar="FILE", help="daemon log file (default: stderr with -f, else none)")
     p.add_argument("--debug", action="store_true", help="verbose log, tracebacks on errors")
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
