@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import posixpath
 from concurrent.futures import ProcessPoolExecutor, as_completed
+
 from .fragment_digest import DIGEST_COST, FIELD_COST, fragment_digest, interned
 
 log = logging.getLogger("tdbfs.digests")
@@ -52,10 +53,6 @@ def enable(jobs: int) -> None:
     """Digest with `jobs` worker processes from now on (1: in this process only)."""
     global _jobs
     _jobs = max(1, int(jobs))
-
-
-def jobs() -> int:
-    return _jobs
 
 
 def digests_ahead(store, rels) -> int:
