@@ -188,7 +188,8 @@ class FuseOptions:
       size when a fragment is committed or a problem is found. With a cached size the kernel
       clamped a later read to the old length (``cat`` printed ``problems:\n- f``), so every
       stat asks the daemon, which renders the current size. ``-o attr_timeout=S`` still
-      trades that for fewer round trips.
+      trades that for fewer round trips. Immutable nodes (the contents of a committed fragment)
+      get `IMMUTABLE_ATTR_TIMEOUT` instead, under the single-threaded loop (`_attr_timeout_for`).
     * no global ``kernel_cache``: ``open`` sets ``keep_cache`` for immutable files only
       (decoded tiles, raw fragment files), so their page cache survives re-opens
       (8-10 GB/s re-reads).
@@ -285,6 +286,13 @@ class FuseOptions:
         keeps the names it found (entry_timeout). Attributes are never taken from the listing,
         and with attr_timeout 0 a per-stat re-listing would make `ls -l commits/` quadratic."""
         return self.entry_timeout
+
+
+#: how long the kernel may keep the attributes of an immutable node (a tile file). `cat` of a tile file
+#: asked for them 3 times with timeout 0 (its fstat, then each read past the size the kernel held: 3 of
+#: the open's 7 requests). A path walk still revalidates the name after `entry_timeout` (its LOOKUP
+#: brings fresh attributes), so a vanished fragment is noticed as soon as before.
+IMMUTABLE_ATTR_TIMEOUT = 3600.0
 
 
 def _num(x: float) -> str:
@@ -409,6 +417,20 @@ class TdbfsOperations(_OperationsBase):
         self._logged: set = set()
         # who else may come in: then every request is checked against the modes the nodes show
         self._others = any(k in self.options.extra for k in ("allow_other", "allow_root"))
+        self._live_config = None  # libfuse3's own fuse_config, when attr_timeout may be set per node
+
+    def _attr_timeout_for(self, node: Node) -> None:
+        """Make libfuse's reply to this LOOKUP or GETATTR carry `node`'s own attribute timeout.
+
+        libfuse's high-level API has one `attr_timeout` for every node, read from its `fuse_config`
+        after the getattr callback returns, to fill the reply (fuse.c: `fuse_lib_getattr`,
+        `lookup_path`). With a single-threaded loop no other request runs in between, so setting
+        it here gives each reply the timeout of its own node; with `-o threads` it could give a
+        summary's size another node's timeout, so `init_with_config` keeps this off there."""
+        conf = self._live_config
+        if conf is not None:
+            conf.attr_timeout = max(IMMUTABLE_ATTR_TIMEOUT, self.options.attr_timeout) if node.immutable \
+                else self.options.attr_timeout
 
     def _require(self, path: str, want: int) -> None:
         """EACCES unless the calling process has `want` (4 read, 1 execute) on the node at `path` and execute
@@ -566,6 +588,8 @@ class TdbfsOperations(_OperationsBase):
                 config_3.kernel_cache = 0
             if "direct_io" not in self.options.extra:
                 config_3.direct_io = 0
+            if not self.options.threads:
+                self._live_config = config_3
         if conn_info is not None:
             log.info("FUSE session up: protocol %s.%s, max_readahead %s, max_write %s",
                      getattr(conn_info, "proto_major", "?"), getattr(conn_info, "proto_minor", "?"),
@@ -590,16 +614,19 @@ class TdbfsOperations(_OperationsBase):
             self._require(os.path.dirname(path.rstrip("/")) or "/", 0)
         handle = self._handle(fh)
         if handle is not None:
+            self._attr_timeout_for(handle.node)
             if handle.attrs is not None:
                 return handle.attrs
             size = len(handle.data) if handle.data is not None else None
             attrs = self._attrs(handle.node, size)
             if handle.node.immutable:
-                # a tile file is asked for its attributes 1-2 times per open (cat's fstat, the kernel
-                # at each read past the cached size): the same answer, worked out once
+                # where the kernel keeps no attributes (-o threads, libfuse2) a tile file is asked for
+                # them 1-2 times per open (cat's fstat, each read past the cached size): worked out once
                 handle.attrs = attrs
             return attrs
-        return self._attrs(self._node(path))
+        node = self._node(path)
+        self._attr_timeout_for(node)
+        return self._attrs(node)
 
     @_guard
     def readdir(self, path, fh):

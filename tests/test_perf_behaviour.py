@@ -31,6 +31,7 @@ import tdbfs.views.tree as tree_module
 import tdbfs.views.fragment_views as fragment_views
 from tdbfs.fuse_ops import FuseOSError, TdbfsOperations
 from tdbfs.store import ArrayStore
+from tdbfs.views.fragment_views import DECODE_AHEAD_TILES
 from tdbfs.views.nodes import resolve
 from tdbfs.views.tree import build_root
 
@@ -149,7 +150,8 @@ def test_the_next_big_tile_is_decoded_ahead_once(tmp_path, monkeypatch):
     t0 = resolve(root, f"{folder}/tile_0.bin")
     first = t0.read(0, 1 << 17)  # the first piece of tile 0, as the kernel asks for it
     store.cache.wait_idle()
-    assert len(calls) == 2 and store.cache.made_ahead == 1  # tile 0, and tile 1 ahead
+    # tile 0, and the next DECODE_AHEAD_TILES (here both others) ahead
+    assert len(calls) == 3 and store.cache.made_ahead == DECODE_AHEAD_TILES == 2
     data = [bytes(first) + bytes(t0.read(1 << 17, t0.size()))]
     for k in (1, 2):
         node = resolve(root, f"{folder}/tile_{k}.bin")

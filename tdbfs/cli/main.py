@@ -10,8 +10,16 @@ from .common import CliError, error
 from .parser import UsageError, build_parser
 
 
+#: numpy's OpenBLAS starts a thread per core when numpy is imported, which spins for a while before it
+#: sleeps: in a fresh daemon that spinning took a tenth of a CPU-second from the first tile reads
+#: (perf). tdbfs does no linear algebra; a user's own setting wins.
+BLAS_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    for key, value in BLAS_ENV.items():
+        os.environ.setdefault(key, value)
     if is_helper_call(argv):  # `tdbfs SOURCE MNT -o OPTS`, as mount.fuse3 runs it for fuse.tdbfs
         from . import fstab
         return fstab.main(argv)

@@ -7,6 +7,7 @@ the pipeline's filters from last to first over (metadata, data).
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from ..lazy import np
@@ -18,6 +19,7 @@ from .filters import FilterPipeline
 from . import filter_reversal, zstd_tile
 
 CHUNK_HEADER_SIZE = 12
+_CHUNK_HEADER = struct.Struct("<3I")  # unfiltered length, filtered data length, metadata length
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,18 @@ def parse_chunk_headers(data, file: str, offset: int, structure: str = "tile", b
     nchunks = cur.u64("tile chunk count")
     cur.count(nchunks, CHUNK_HEADER_SIZE, "tile chunks")
     headers = [] if out is None else out
+    data, size = cur.data, len(cur.data)
     for i in range(nchunks):
         at = cur.offset
-        unfiltered = cur.u32(f"chunk {i} unfiltered length")
-        filtered = cur.u32(f"chunk {i} filtered data length")
-        md_len = cur.u32(f"chunk {i} metadata length")
+        if 0 <= cur.pos and cur.pos + CHUNK_HEADER_SIZE <= size:
+            # the three lengths at once: a tile has thousands of chunks, and a message for each field
+            # read one by one cost more than the reading (only a short header needs them)
+            unfiltered, filtered, md_len = _CHUNK_HEADER.unpack_from(data, cur.pos)
+            cur.pos += CHUNK_HEADER_SIZE
+        else:
+            unfiltered = cur.u32(f"chunk {i} unfiltered length")
+            filtered = cur.u32(f"chunk {i} filtered data length")
+            md_len = cur.u32(f"chunk {i} metadata length")
         if md_len + filtered > cur.remaining:  # blame the length fields, not the bytes after them
             raise cur.error(f"chunk {i} metadata and data ({md_len} + {filtered} bytes) need more than the "
                             f"{cur.remaining} bytes that remain", offset=at - base + 4)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Callable, Hashable
 
-#: at most this many values waiting to be made in the background (one reader needs one ahead)
+#: at most this many values waiting to be made in the background (a reader needs two ahead)
 MAX_PENDING = 4
-#: background threads making values ahead (decoding releases the GIL; 2 cores: one for the FUSE loop)
-AHEAD_THREADS = 1
+#: background threads making values ahead: zstd releases the GIL, so each decodes on a core of its
+#: own, but the FUSE loop and the reader need one too. On 2 vCPUs a second thread made a sparse `cat`
+#: slower (0.49 against 0.53 GB/s, 8 interleaved runs) unless every thread ran under one real-time
+#: priority (0.56 against 0.53), docs/performance.md §5; from 3 cores on, two.
+AHEAD_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) - 1))
 
 
 #: sub-bounds for groups of keys (a key's group is its first element). Decoded data tiles
@@ -40,6 +44,7 @@ class ByteLRU:
         self._lock = threading.Lock()
         self._making: dict[Hashable, threading.Lock] = {}
         self._soon: set = set()
+        self._pending: set = set()  # futures of the makes started by make_soon, until done
         self._worker: ThreadPoolExecutor | None = None
         self.hits = 0
         self.misses = 0
@@ -136,13 +141,18 @@ class ByteLRU:
                 with self._lock:
                     self._soon.discard(key)
 
-        self._worker.submit(run)
+        future = self._worker.submit(run)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
         return True
 
     def wait_idle(self) -> None:
-        """Block until background makes are done (tests)."""
-        if self._worker is not None:
-            self._worker.submit(lambda: None).result()
+        """Block until background makes are done (tests); a no-op handed to one of several threads
+        could finish before the others do."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
 
     def clear(self) -> None:
         with self._lock:
