@@ -186,3 +186,60 @@ def test_legacy0x_array_timeline(tmp_path_factory):
             os.path.isfile(os.path.join(dirpath, f, "__tiledb_fragment.tdb")) for f in frags)
         checked += bool(frags)
     assert checked >= 3
+
+
+def test_each_name_is_parsed_once_per_file_that_bears_it(tmp_path, monkeypatch):
+    """A fragment's folder and its commit marker are parsed once each, however many fragments there are:
+    the parser's cache keeps a few thousand names, and a second parse of a name the first pass saw
+    made 100,000 fragments cost more per fragment than 2,000 (timeline.csv, scripts/bench)."""
+    import tdbfs.store.timeline as timeline_module
+    from tdbfs.format.names import _parse
+    from tdbfs.format.errors import FormatError
+    from tdbfs.store import open_array
+
+    asked = []
+
+    def uncached(name):
+        asked.append(name)
+        try:
+            return _parse(name, "timestamped name")
+        except FormatError:
+            return None
+
+    import numpy as np
+    import tiledb
+    path = tmp_path / "three_writes"
+    dom = tiledb.Domain(tiledb.Dim("d", domain=(0, 99), tile=10, dtype=np.int64))
+    tiledb.Array.create(str(path), tiledb.ArraySchema(domain=dom, attrs=[tiledb.Attr("a", dtype=np.int32)]))
+    for t in (1, 2, 3):
+        with tiledb.open(str(path), "w", timestamp=t) as A:
+            A[0:10] = {"a": np.arange(10, dtype=np.int32)}
+    store = open_array(str(path))
+    monkeypatch.setattr(timeline_module, "try_parse_name", uncached)
+    events = timeline_module.timeline(store)
+    fragments = [os.path.basename(r) for r in store.fragment_paths()]
+    markers = [os.path.basename(r) for r in store.commit_files() if r.endswith(".wrt")]
+    assert len(fragments) == len(markers) == 3
+    assert {e.event for e in events} >= {"fragment_written", "fragment_committed"}
+    for name in fragments + markers:
+        assert asked.count(name) == 1, name
+
+
+def test_times_shown_as_datetime_shows_them():
+    """iso8601_ms works a day's date out once (strftime per time was 2 s of a 100,000-fragment timeline)."""
+    import random
+    from datetime import datetime, timezone
+    from tdbfs.format.names import iso8601_ms
+
+    def reference(ms):
+        try:
+            return datetime.fromtimestamp(ms // 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+        except (OverflowError, OSError, ValueError):
+            return None
+
+    rng = random.Random(7)
+    values = [0, 999, -1, -86_400_000, 253_402_300_799_999, 253_402_300_800_000, (1 << 64) - 1, -62_135_596_800_001]
+    values += [rng.randrange(0, 1 << 64) for _ in range(2000)] + [rng.randrange(0, 4 * 10 ** 12) for _ in range(2000)]
+    assert iso8601_ms(1_700_000_000_123) == "2023-11-14T22:13:20.123Z"
+    assert [iso8601_ms(v) for v in values] == [reference(v) for v in values]
+    assert iso8601_ms((1 << 64) - 1) is None

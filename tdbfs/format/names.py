@@ -37,8 +37,16 @@ class FragmentName:
     uuid: str                  # uuid32 / label32 as written
     format_version: int | None  # the `_<v>` suffix, None when the name has none
     name_version: int          # 1, 2 or 3 (see module doc)
-    t1_iso: str | None         # ISO 8601 UTC, None when out of datetime's range
-    t2_iso: str | None
+
+    # ISO 8601 UTC, None when out of datetime's range; worked out when shown (a timeline of 100,000
+    # fragments parses 200,000 names and shows none of these)
+    @property
+    def t1_iso(self) -> str | None:
+        return iso8601_ms(self.t1)
+
+    @property
+    def t2_iso(self) -> str | None:
+        return iso8601_ms(self.t2)
 
     @property
     def timestamp_range(self) -> tuple[int, int]:
@@ -62,11 +70,24 @@ TimestampedName = FragmentName
 
 def iso8601_ms(ms: int) -> str | None:
     """Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`, None if out of range."""
+    day, ms_of_day = divmod(ms, 86_400_000)
+    date = _date_of_day(day)
+    if date is None:
+        return None
+    seconds, milli = divmod(ms_of_day, 1000)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    return f"{date}T{hours:02d}:{minutes:02d}:{seconds:02d}.{milli:03d}Z"
+
+
+@functools.lru_cache(maxsize=1024)
+def _date_of_day(day: int) -> str | None:
+    """`YYYY-MM-DD` of a day since the epoch, None out of datetime's range. Names of one array share a
+    few days, and strftime for each of the 800,000 times of a 100,000-fragment timeline took 2 s."""
     try:
-        dt = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
+        return datetime.fromtimestamp(day * 86_400, tz=timezone.utc).strftime("%Y-%m-%d")
     except (OverflowError, OSError, ValueError):
         return None
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
 
 
 def split_extension(name: str) -> tuple[str, str]:
@@ -80,10 +101,20 @@ def _last_component(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
+#: the form TileDB writes today, `__<t1>_<t2>_<label32>_<v>`, read in one match; anything else, or a
+#: number out of range, goes the long way, which says what is wrong and where
+_FORMAT_3 = re.compile(r"__([0-9]{1,20})_([0-9]{1,20})_([0-9a-fA-F]{32})_([0-9]{1,10})\Z")
+
+
 @safety_net("name", file_arg="name")
 def _parse(name: str, structure: str) -> FragmentName:
     base = _last_component(name)
     stem, ext = split_extension(base)
+    m = _FORMAT_3.match(stem)
+    if m is not None:
+        t1, t2, fmt = int(m[1]), int(m[2]), int(m[4])
+        if t1 <= t2 <= U64_MAX and fmt <= 0xFFFFFFFF:
+            return FragmentName(base, stem, ext, t1, t2, m[3], fmt, 3)
 
     def fail(pos: int, message: str) -> FormatError:
         return FormatError(base, structure, pos, message)
@@ -131,7 +162,7 @@ def _parse(name: str, structure: str) -> FragmentName:
         raise fail(0, f"{len(parts)} '_'-separated parts after '__' (expected 2, 3 or 4)")
     if t1 > t2:
         raise fail(starts[0], f"start timestamp {t1} is after end timestamp {t2}")
-    return FragmentName(base, stem, ext, t1, t2, uuid, fmt, name_version, iso8601_ms(t1), iso8601_ms(t2))
+    return FragmentName(base, stem, ext, t1, t2, uuid, fmt, name_version)
 
 
 def parse_fragment_name(name: str) -> FragmentName:

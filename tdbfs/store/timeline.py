@@ -80,11 +80,14 @@ _OWN_T2 = object()
 
 
 def _event(kind: str, rel: str, subject: str | None = None, *, named: str | None = None,
-           time_ms=_OWN_T2, **kw) -> Event:
+           parsed=_OWN_T2, time_ms=_OWN_T2, **kw) -> Event:
     """An event recorded by `rel` about `subject` (default: rel's own name without its extension).
-    t1, t2 are those of the name `named` (default: `subject`); the time is their t2 unless given."""
+    t1, t2 are those of the name `named` (default: `subject`), or of `parsed` when the caller has
+    parsed that name already; the time is their t2 unless given."""
     subject = subject if subject is not None else _stem(rel)
-    n = try_parse_name(named or subject)
+    # try_parse_name keeps only the last few thousand names: at 100,000 fragments a name parsed by an
+    # earlier pass is gone, so a name parsed here is handed on rather than parsed again
+    n = try_parse_name(named or subject) if parsed is _OWN_T2 else parsed
     t1, t2 = (n.t1, n.t2) if n else (None, None)
     return Event(t2 if time_ms is _OWN_T2 else time_ms, kind, subject, rel, t1, t2, **kw)
 
@@ -121,7 +124,7 @@ def _fragment_events(store) -> list[Event]:
             detail = f"the output of a consolidation of {n.t1}..{n.t2}"
             if name not in consolidated_into:
                 detail += "; no .vac names it: the fragments it replaced are vacuumed"
-        out.append(_event("fragment_written", rel, name, detail=detail))
+        out.append(_event("fragment_written", rel, name, parsed=n, detail=detail))
     return out
 
 
@@ -130,14 +133,15 @@ def _commit_events(store) -> list[Event]:
     live = {os.path.basename(p) for p in store.fragment_paths()}
     for rel in store.commit_files():
         base = os.path.basename(rel)
-        stem = _stem(rel)
+        n = try_parse_name(base)   # what _stem(rel) parses: the extension goes, t1 and t2 stay
+        stem = n.stem if n else base
         if base.endswith((".wrt", ".ok")):
-            out.append(_event("fragment_committed", rel, stem,
+            out.append(_event("fragment_committed", rel, stem, parsed=n,
                               detail="time: the t2 of its name, not the marker's mtime"))
         elif base.endswith((".del", ".upd")):
             kind = "delete" if base.endswith(".del") else "update"
             condition = store.attempt(lambda rel=rel: store.condition(rel), rel, f"{kind} condition")
-            out.append(_event(kind, rel, stem, condition=condition))
+            out.append(_event(kind, rel, stem, parsed=n, condition=condition))
         elif base.endswith(".vac"):
             entries = store.attempt(lambda rel=rel: store.vacuum_file(rel), rel, "vacuum file") or []
             out += _consolidated(rel, stem, entries, live, "fragment")

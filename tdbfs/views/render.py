@@ -98,6 +98,9 @@ def _csv_cell(v) -> str:
         return str(v)
     if v is None:
         return ""
+    if type(v) is str:      # names and times: most cells of timeline.csv and stats.csv
+        s = v if v.isascii() else shown(v)
+        return '"' + s.replace('"', '""') + '"' if _NEEDS_QUOTES.search(s) else s
     if isinstance(v, (bytes, bytearray)):
         v = plain(v)
     if isinstance(v, float):
