@@ -281,6 +281,11 @@ class FuseOptions:
         kw.update(self.extra)
         return kw
 
+    def page_cache(self) -> bool:
+        """True when the kernel keeps the pages it was served of a file that allows it (tile files):
+        everything but ``direct_io``, which sends every read to the daemon."""
+        return "direct_io" not in self.extra
+
     def lookup_ttl(self) -> float:
         """How long the adapter may reuse a folder listing for lookups: as long as the kernel
         keeps the names it found (entry_timeout). Attributes are never taken from the listing,

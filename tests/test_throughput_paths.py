@@ -10,9 +10,13 @@ measure the speed).
 * `-o threads` serves eight concurrent readers the same bytes;
 * a damaged chunk met while decoding ahead is reported by the real read, with file and offset;
 * the glibc malloc tuning reaches the daemon; `read_ahead_kb` is parsed by tdbfs, never passed to libfuse;
-* a tile of ZSTD alone decodes into one buffer (its second half on another thread when it is big, as the
+* a tile of ZSTD alone decodes into one buffer (chunks taken by another thread when it is big, as the
   daemon does) to the bytes and chunk records of the filter-by-filter path, and a damaged frame there is
   reported in the same words, file and offset;
+* the chunks of one tile are taken by every thread offered them, side by side, and a damaged one stops
+  them all; a reader asking for a tile being decoded ahead takes chunks of it instead of waiting;
+* decoded tiles served to their end leave the cache beyond the newest few (the page cache holds them),
+  and one asked for again is decoded again; not on a `-o direct_io` mount, where the kernel keeps nothing;
 * a stat of a tile file starts importing numpy in the daemon, before the read that needs it; an open's
   fstat agrees with stat and with the bytes read.
 """
@@ -33,6 +37,7 @@ import pytest
 import tiledb
 import yaml
 
+import tdbfs.store.cache as cache_module
 import tdbfs.store.fragment as fragment_module
 
 from mounting import daemon_pids
@@ -334,7 +339,7 @@ def test_a_zstd_tile_decodes_into_one_buffer_as_the_filters_do(dense_array, monk
     alone = [_decode_tile(frag, k) for k in range(DENSE_TILES)]
     monkeypatch.setattr(zstd_tile, "applies", lambda pipeline, ctx: False)  # chunk by chunk, filter by filter
     general = [_decode_tile(frag, k) for k in range(DENSE_TILES)]
-    assert pool.submitted == DENSE_TILES  # each 2 MiB tile's second half went to the other thread
+    assert pool.submitted == DENSE_TILES  # each 2 MiB tile's chunks were offered to the other thread
     assert b"".join(t.data for t in fast) == expected
     for a, b, c in zip(fast, alone, general):
         assert type(a.data) is bytearray and type(c.data) is bytes  # the fast path was taken, then not
@@ -354,17 +359,25 @@ def test_a_small_tile_stays_on_one_thread(sparse_array):
     pool.shutdown()
 
 
-def test_a_damaged_frame_is_reported_as_the_filters_word_it(tmp_path, dense_array, monkeypatch):
-    src, name, expected = dense_array
+def _damaged_copy(tmp_path: Path, dense_array, k: int, i: int):
+    """(copy of the dense array, its a0 tile k's location, chunk i of it) with that chunk's zstd frame
+    made to start without its magic number."""
+    src, name, _ = dense_array
     path = tmp_path / "dense"
     shutil.copytree(src, path)
     frag = ArrayStore(str(path)).fragments()[0]
-    loc = frag.location(frag.field_by_stem("a0"), 1, "data")
+    loc = frag.location(frag.field_by_stem("a0"), k, "data")
     data_file = path / "__fragments" / name / "a0.tdb"
-    chunk = parse_chunk_headers(data_file.read_bytes(), loc.file, loc.offset)[20]
-    with open(data_file, "r+b") as f:  # chunk 20 (of the half decoded on the other thread): no magic number
+    chunk = parse_chunk_headers(data_file.read_bytes(), loc.file, loc.offset)[i]
+    with open(data_file, "r+b") as f:
         f.seek(chunk.data_offset)
         f.write(bytes(4))
+    return path, loc, chunk
+
+
+def test_a_damaged_frame_is_reported_as_the_filters_word_it(tmp_path, dense_array, monkeypatch):
+    _, name, expected = dense_array
+    path, _, chunk = _damaged_copy(tmp_path, dense_array, 1, 20)  # a chunk the other thread may take
     errors = []
     for fast in (True, False):
         if not fast:
@@ -415,3 +428,166 @@ def test_a_stat_of_a_tile_file_starts_loading_numpy(sparse_array, mount):
     assert first.st_size == again.st_size == len(body) == CAPACITY * 8
     assert first.st_mtime_ns == again.st_mtime_ns and first.st_blksize == 1 << 20
     assert body == expected["d0"][2 * CAPACITY * 8:3 * CAPACITY * 8]
+
+
+# -- one tile decoded by several threads; a tile served to its end makes way --------------------------
+
+def test_several_threads_decode_one_tile_side_by_side(dense_array, monkeypatch):
+    """Every thread offered the work takes chunks while the others do (a barrier holds the first chunk
+    of each until both have one), and the tile is the same as decoded alone."""
+    path, _, expected = dense_array
+    frag = ArrayStore(str(path)).fragments()[0]
+    both = threading.Barrier(2, timeout=10)
+    takers: list[str] = []
+    real = zstd_tile._decode_frame
+
+    def frame(d, src, place):
+        name = threading.current_thread().name
+        if name not in takers:
+            takers.append(name)
+            both.wait()
+        return real(d, src, place)
+
+    monkeypatch.setattr(zstd_tile, "_decode_frame", frame)
+    helpers: list[threading.Thread] = []
+
+    def share(work):
+        helpers.append(threading.Thread(target=work, name="helper"))
+        helpers[-1].start()
+
+    field = frag.field_by_stem("a0")
+    loc = frag.location(field, 1, "data")
+    raw = frag.store.pread(loc.file, loc.offset, loc.persisted_size)
+    tile = unfilter_tile(raw, loc.file, loc.offset, frag.pipeline(field, "data"), frag.filter_context(field, "data"),
+                         "tile 1", expected_size=loc.unfiltered_size, base=loc.offset, share=share)
+    helpers[0].join(10)
+    assert sorted(takers) == ["MainThread", "helper"]
+    assert tile.data == expected[DENSE_TILE * 4:2 * DENSE_TILE * 4] and len(tile.chunks) == 32
+
+
+def test_a_damaged_chunk_stops_every_thread_and_the_filters_report_it(tmp_path, dense_array):
+    expected = dense_array[2]
+    path, loc, chunk = _damaged_copy(tmp_path, dense_array, 0, 3)
+    frag = ArrayStore(str(path)).fragments()[0]
+    offered: list = []
+    field = frag.field_by_stem("a0")
+    raw = frag.store.pread(loc.file, loc.offset, loc.persisted_size)
+    with pytest.raises(FormatError) as err:
+        unfilter_tile(raw, loc.file, loc.offset, frag.pipeline(field, "data"), frag.filter_context(field, "data"),
+                      "tile 0", expected_size=loc.unfiltered_size, base=loc.offset, share=offered.append)
+    assert (err.value.structure, err.value.offset) == ("tile 0", chunk.metadata_offset)
+    assert "chunk 3, filter ZSTD" in str(err.value)
+    offered[0]()  # a helper that comes late finds nothing left to take, and returns
+    assert _decode_tile(frag, 1).data == expected[DENSE_TILE * 4:2 * DENSE_TILE * 4]
+
+
+def test_a_reader_asking_for_a_value_being_made_does_the_share_offered():
+    cache = cache_module.ByteLRU(1 << 20)
+    offered, helped = threading.Event(), threading.Event()
+
+    def make():
+        cache.offer_help(helped.set)
+        offered.set()
+        if not helped.wait(10):  # only the other reader's help lets this make finish
+            raise AssertionError("nobody helped")
+        return "made", 10
+
+    maker = ThreadPoolExecutor(1).submit(cache.get_or_make, "k", make)
+    assert offered.wait(10)
+    assert cache.get_or_make("k", lambda: ("again", 10)) == "made"
+    assert maker.result(10) == "made" and cache.misses == 1
+    helped.clear()
+    assert cache.get_or_make("k", lambda: ("again", 10)) == "made" and not helped.is_set()  # made: no help asked
+
+
+def test_values_served_to_their_end_make_way_beyond_a_few():
+    cache = cache_module.ByteLRU(1 << 20, served_keep=150)
+    cache.put(("tile", 1), b"x" * 100, 100)
+    cache.note_served(("tile", 1), 60, 100)
+    cache.note_served(("tile", 1), 40, 100)
+    assert cache.get(("tile", 1)) == b"x" * 100  # served to its end, and within what is kept of such
+    cache.put(("tile", 2), b"y" * 100, 100)
+    cache.note_served(("tile", 2), 100, 100)
+    assert cache.get(("tile", 1)) is None and cache.get(("tile", 2)) == b"y" * 100  # the oldest made way
+    assert cache.group_bytes("tile") == cache.size_bytes == 100
+    cache.put(("tile", 1), b"z" * 100, 100)  # made again: counted again from zero
+    cache.note_served(("tile", 1), 60, 100)
+    assert cache.get(("tile", 1)) == b"z" * 100 and cache.get(("tile", 2)) == b"y" * 100
+    cache.drop_served = False  # a mount with direct_io: the kernel keeps nothing it was served
+    cache.put(("tile", 3), b"w" * 100, 100)
+    cache.note_served(("tile", 3), 100, 100)
+    cache.note_served(("tile", 1), 40, 100)
+    assert [cache.get(("tile", k)) is not None for k in (1, 2, 3)] == [True, True, True]
+
+
+def test_a_tile_file_read_to_its_end_leaves_the_cache_and_reads_again(sparse_array):
+    path, name, expected = sparse_array
+    store = ArrayStore(str(path))
+    store.cache.served_keep = 0  # none kept: the one served goes at once
+    root = build_root(store)
+    frag = store.fragments()[0]
+    field = frag.field_by_stem("a0")
+    keys = [frag._tile_key(field, k, "data") for k in range(3)]
+    node = resolve(root, f"fragments/{name}/attrs/a0/tile_0.bin")
+    whole = node.size()
+    got = bytes(node.read(0, whole // 2))
+    store.cache.wait_idle()
+    assert all(store.cache.get(key) is not None for key in keys)  # half read: kept; tiles 1 and 2 decoded ahead
+    got += bytes(node.read(whole // 2, whole))
+    assert got == expected["a0"][:whole]
+    assert store.cache.get(keys[0]) is None  # served to its end: the page cache holds it now
+    assert all(store.cache.get(key) is not None for key in keys[1:])
+    assert bytes(node.read(0, whole)) == expected["a0"][:whole]  # asked again: decoded again, the same bytes
+    store.cache.wait_idle()
+
+
+def test_a_reader_helps_decode_the_tile_decoded_ahead(sparse_array, monkeypatch):
+    """The reader of tile 1 finds it being decoded ahead (slowly, here) and takes chunks of it itself."""
+    path, name, expected = sparse_array
+    store = ArrayStore(str(path))
+    root = build_root(store)
+    started = threading.Event()
+    takers: list[tuple[str, int]] = []
+    real = zstd_tile._decode_frame
+
+    def frame(d, src, place):
+        ahead = threading.current_thread().name.startswith("tdbfs-ahead")
+        takers.append((threading.current_thread().name, len(place)))
+        if ahead and not started.is_set():  # the first chunk decoded ahead (of tile 1) takes its time
+            started.set()
+            time.sleep(0.5)
+        return real(d, src, place)
+
+    monkeypatch.setattr(zstd_tile, "_decode_frame", frame)
+    monkeypatch.setattr(cache_module, "AHEAD_THREADS", 1)  # as on 2 cores, whatever this machine has
+    tiles = [resolve(root, f"fragments/{name}/attrs/a0/tile_{k}.bin") for k in range(2)]
+    size = tiles[0].size()
+    assert bytes(tiles[0].read(0, size)) == expected["a0"][:size]  # decoded here; tiles 1 and 2 go ahead
+    assert started.wait(10)
+    mark = len(takers)  # the reader's 4 chunks of tile 0, and the first chunk of tile 1 (ahead, asleep on it)
+    assert sorted(n for n, _ in takers) == ["MainThread"] * 4 + ["tdbfs-ahead_0"]
+    assert bytes(tiles[1].read(0, size)) == expected["a0"][size:2 * size]
+    assert [n for n, _ in takers[mark:mark + 3]] == ["MainThread"] * 3  # the other 3 of its 4 chunks: the reader's
+    store.cache.wait_idle()
+
+
+def test_a_direct_io_mount_keeps_tiles_it_served(dense_array, mount):
+    """With direct_io the kernel keeps no page: a tile read again comes from the daemon's cache, not
+    decoded again (the daemon reads none of the data file the second time), even past what is kept of
+    tiles served to their end on other mounts (3 tiles of 2 MiB)."""
+    from tdbfs.fuse_ops import FuseOptions
+    assert FuseOptions.parse(["direct_io"]).page_cache() is False and FuseOptions.parse([]).page_cache() is True
+    assert DENSE_TILES * DENSE_TILE * 4 > cache_module.SERVED_KEEP
+    path, name, expected = dense_array
+    mnt = mount(path, extra_args=["-o", "direct_io"])
+    (pid,) = daemon_pids(mnt, spawned_only=True)
+    tiles = [str(mnt / "fragments" / name / "attrs" / "a0" / f"tile_{k}.bin") for k in range(DENSE_TILES)]
+    stored = (path / "__fragments" / name / "a0.tdb").stat().st_size
+
+    def bytes_read() -> int:
+        return int(re.search(r"rchar: (\d+)", Path(f"/proc/{pid}/io").read_text()).group(1))
+
+    assert subprocess.run(["cat", *tiles], capture_output=True, check=True).stdout == expected
+    before = bytes_read()
+    assert subprocess.run(["cat", *tiles], capture_output=True, check=True).stdout == expected
+    assert bytes_read() - before < stored // 4, (bytes_read() - before, stored)

@@ -29,6 +29,9 @@ def cmd_mount(args) -> int:
         items = remote_items(args.options) + secrets
         remote = settings(items, options.lookup_ttl(), args.cache_dir) if items or is_url(array) else None
         store = open_store(array, args.cache_mb, args.key_file, key=key, remote=remote)
+        # with direct_io the kernel keeps no page of what it was served: a decoded tile read to its end
+        # must stay in the cache for the next reader
+        store.cache.drop_served = options.page_cache()
         check_mountpoint(mnt, array)  # a spawned daemon too: it starts before its parent has checked
         problem = fuse_ops.fuse_problem()
         if problem:

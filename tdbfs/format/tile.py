@@ -119,13 +119,14 @@ def tile_end(headers: list[ChunkHeader], offset: int) -> int:
 @safety_net("tile", offset_arg="offset")
 def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: FilterContext,
                   structure: str = "tile", expected_size: int | None = None,
-                  headers: list[ChunkHeader] | None = None, base: int = 0, pool=None) -> DecodedTile:
+                  headers: list[ChunkHeader] | None = None, base: int = 0, pool=None, share=None) -> DecodedTile:
     """Reverse `pipeline` on every chunk of the tile at `offset`; the unfiltered bytes and a record.
 
     `expected_size`, when known from fragment metadata, bounds all output so
     that a corrupt length cannot make us allocate or decompress more than that.
-    A tile of ZSTD alone whose size is expected decodes through `zstd_tile` into one buffer (a bytearray), its halves on
-    two threads when `pool` (an Executor) is given; any other tile, or one that does not decode
+    A tile of ZSTD alone whose size is expected decodes through `zstd_tile` into one buffer (a bytearray), its
+    chunks shared with a thread of `pool` (an Executor) when the tile is big, and offered through
+    `share(work)` to whoever else asks for it meanwhile; any other tile, or one that does not decode
     there, goes chunk by chunk through the filters.
     """
     if headers is None:
@@ -137,7 +138,7 @@ def unfilter_tile(data, file: str, offset: int, pipeline: FilterPipeline, ctx: F
     # the fast path allocates the whole tile before decoding: only a size the fragment metadata vouches
     # for may size it (a generic tile's chunk lengths alone could claim terabytes)
     if expected_size is not None and zstd_tile.applies(pipeline, ctx):
-        fast = zstd_tile.decode(data, headers, base, total, pool)
+        fast = zstd_tile.decode(data, headers, base, total, pool, share)
         if fast is not None:
             out, stages = fast
             return DecodedTile(out, tuple(ChunkRecord(h, s) for h, s in zip(headers, stages)))

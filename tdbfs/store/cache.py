@@ -22,6 +22,9 @@ AHEAD_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) - 1))
 #: holds it (keep_cache), so more would only duplicate it, and in this VM memory touched for the
 #: first time is far slower than recycled memory (docs/performance.md §1): a small tile area is reused sooner.
 GROUP_CAPACITY = {"tile": 64 << 20}
+#: values served to their end (`note_served`) stay up to this many bytes in all, for the other views of
+#: the same tile (tile_K.txt after tile_K.bin); beyond it the oldest go, and their memory is reused
+SERVED_KEEP = 4 << 20
 
 
 class ByteLRU:
@@ -33,8 +36,9 @@ class ByteLRU:
     128 KiB pieces is decoded once.
     """
 
-    def __init__(self, capacity: int, group_capacity: dict | None = None):
+    def __init__(self, capacity: int, group_capacity: dict | None = None, served_keep: int | None = None):
         self.capacity = capacity
+        self.served_keep = SERVED_KEEP if served_keep is None else served_keep
         caps = GROUP_CAPACITY if group_capacity is None else group_capacity
         self.group_capacity = {g: min(c, capacity) for g, c in caps.items()}
         self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
@@ -44,6 +48,14 @@ class ByteLRU:
         self._lock = threading.Lock()
         self._making: dict[Hashable, threading.Lock] = {}
         self._soon: set = set()
+        self._helpers: dict[Hashable, Callable[[], None]] = {}  # key being made -> how another thread joins in
+        self._here = threading.local()  # the key this thread is making
+        self._served: dict[Hashable, int] = {}  # key -> bytes of it handed to readers so far
+        self._done: OrderedDict[Hashable, int] = OrderedDict()  # served to their end, oldest first -> cost
+        self._done_bytes = 0
+        #: drop a value once every byte of it has been served (`note_served`); off where served bytes
+        #: are not kept by the reader's side (a mount with `-o direct_io`)
+        self.drop_served = True
         self._pending: set = set()  # futures of the makes started by make_soon, until done
         self._worker: ThreadPoolExecutor | None = None
         self.hits = 0
@@ -74,6 +86,8 @@ class ByteLRU:
             return item[0]
 
     def _drop(self, key) -> None:
+        self._served.pop(key, None)
+        self._done_bytes -= self._done.pop(key, 0)
         _, cost = self._items.pop(key)
         self._bytes -= cost
         g = self._group(key)
@@ -106,17 +120,65 @@ class ByteLRU:
             return value
         with self._lock:
             key_lock = self._making.setdefault(key, threading.Lock())
+            helper = self._helpers.get(key)
+        if helper is not None:
+            # another thread is making it and has offered a share of the work (`offer_help`): do that
+            # share instead of idling on the lock
+            helper()
         with key_lock:
             value = self.get(key)
             if value is not None:
                 return value
             with self._lock:
                 self.misses += 1
-            value, cost = make()
+            outer = getattr(self._here, "key", None)  # a make may make other values on its way (metadata)
+            self._here.key = key
+            try:
+                value, cost = make()
+            finally:
+                self._here.key = outer
+                with self._lock:
+                    self._helpers.pop(key, None)
             self.put(key, value, cost)
         with self._lock:
             self._making.pop(key, None)
         return value
+
+    def offer_help(self, work: Callable[[], None]) -> None:
+        """Called from within a `make`: a thread that asks for the same key meanwhile runs `work`
+        (which must be safe to run on several threads, and to run after the make is done) before it
+        waits for the value. A reader waiting for the tile being decoded ahead then decodes chunks of
+        it itself: on 2 cores the FUSE loop would otherwise sit idle while one thread decodes."""
+        key = getattr(self._here, "key", None)
+        if key is not None:
+            with self._lock:
+                self._helpers[key] = work
+
+    def note_served(self, key, nbytes: int, whole: int) -> None:
+        """A reader was handed `nbytes` more of the value at `key`, of `whole` bytes in all. Once that
+        adds up to the whole, the value joins the ones served to their end, of which only the newest
+        `served_keep` bytes stay: the kernel's page cache holds what was served, and the memory of the
+        others is reused at once by the next values made, where otherwise the tile area would fill with
+        fresh memory first (in this VM a first touch costs more than decoding into memory already used:
+        a tenth of a sparse `cat`, docs/performance.md §5). A reader that comes back for a part the
+        page cache no longer holds has it decoded again."""
+        if not self.drop_served:
+            return
+        with self._lock:
+            got = self._served.get(key, 0) + nbytes
+            if got < whole:
+                if len(self._served) > 10000:  # readers that stopped halfway: forget, never grow
+                    self._served.clear()
+                self._served[key] = got
+                return
+            self._served.pop(key, None)
+            item = self._items.get(key)
+            if item is None or key in self._done:
+                return
+            self._done[key] = item[1]
+            self._done_bytes += item[1]
+            while self._done_bytes > self.served_keep and self._done:
+                self._drop(next(iter(self._done)))
 
     def make_soon(self, key, make: Callable[[], tuple[object, int]]) -> bool:
         """Start `make` for `key` on a background thread unless it is cached, being made or too many
@@ -156,6 +218,9 @@ class ByteLRU:
 
     def clear(self) -> None:
         with self._lock:
+            self._served.clear()
+            self._done.clear()
+            self._done_bytes = 0
             self._items.clear()
             self._bytes = 0
             for g in self._groups:

@@ -1,8 +1,10 @@
-"""The thread that decodes the other half of a big ZSTD tile (`format/zstd_tile.py`), in the daemon only.
+"""The thread that takes chunks of a big ZSTD tile beside the one decoding it (`format/zstd_tile.py`), in
+the daemon only.
 
 On 2 cores a `cat` of tile files is bound by zstd on the thread that decodes ahead; zstd releases the
-GIL, so half of each tile's chunks on a second thread nearly doubles the decode rate while the FUSE
-loop, which only copies decoded bytes, needs little CPU (docs/performance.md §3). `tdbfs check` runs
+GIL, so chunks taken by a second thread nearly double the decode rate of a 4 MiB tile while the FUSE
+loop, which only copies decoded bytes, needs little CPU (docs/performance.md §3). The reader waiting
+for the tile takes chunks too (`ByteLRU.offer_help`). `tdbfs check` runs
 one worker process per core instead, so it leaves this off: two threads per worker would only fight.
 """
 

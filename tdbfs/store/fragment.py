@@ -474,6 +474,9 @@ class Fragment(FragmentFolder):
             return
         self.store.cache.make_soon(self._tile_key(field, k, stream), lambda: self._decode(field, k, stream))
 
+    def tile_served(self, field, k: int, stream: str, nbytes: int, whole: int) -> None:
+        self.store.cache.note_served(self._tile_key(field, k, stream), nbytes, whole)
+
     def _tile_key(self, field, k: int, stream: str) -> tuple:
         # the store's path too: arrays may share one cache
         return ("tile", self.store.path, self.rel, self.cache_token(), field.idx, k, stream)
@@ -495,7 +498,8 @@ class Fragment(FragmentFolder):
         if ctx.var_strings:
             ctx = replace(ctx, cell_num=self.tile_cell_num(k))
         decoded = unfilter_tile(raw, loc.file, loc.offset, pipeline, ctx, f"tile {k}",
-                                expected_size=loc.unfiltered_size, base=loc.offset, pool=decode_pool.pool())
+                                expected_size=loc.unfiltered_size, base=loc.offset, pool=decode_pool.pool(),
+                                share=self.store.cache.offer_help)
         for failure in decoded.checksum_failures:
             self.problems.add(Problem(loc.file, f"tile {k}", loc.offset, failure))
         if stream == DATA:

@@ -260,6 +260,9 @@ class Legacy0xFragment(FragmentFolder):
             return
         self.store.cache.make_soon(self._tile_key(field, k, stream), lambda: self._decode(field, k, stream))
 
+    def tile_served(self, field: Legacy0xField, k: int, stream: str, nbytes: int, whole: int) -> None:
+        self.store.cache.note_served(self._tile_key(field, k, stream), nbytes, whole)
+
     def _tile_key(self, field: Legacy0xField, k: int, stream: str) -> tuple:
         return ("zero tile", self.store.path, self.rel, self.cache_token(), field.idx, k, stream)
 

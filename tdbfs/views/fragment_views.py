@@ -161,7 +161,10 @@ class TileFile(FileNode):
             tile = self._frag.tile(self._field, self._k, self._stream)
         except Exception as exc:
             raise ViewError(str(exc)) from None
-        return memoryview(tile.data)[offset:offset + size]  # no copy: the FUSE layer copies it once
+        out = memoryview(tile.data)[offset:offset + size]  # no copy: the FUSE layer copies it once
+        # once it has all been served the decoded tile makes way (the page cache holds it)
+        self._frag.tile_served(self._field, self._k, self._stream, len(out), whole)
+        return out
 
 
 # -- fragment.yaml -------------------------------------------------------------------
