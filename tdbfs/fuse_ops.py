@@ -826,11 +826,18 @@ def copy_into(buf, data) -> int:
     """Copy any bytes-like `data` to the C buffer `buf`; its length.
 
     mfusepy's own read callback accepts only bytes, which would cost a decoded tile a second
-    copy of every piece read (a slice of the cached tile) before the one into libfuse."""
+    copy of every piece read (a slice of the cached tile) before the one into libfuse. A piece of a
+    decoded tile (writable memory) is copied by C's memmove through ctypes, which lets go of the GIL
+    meanwhile: the thread decoding ahead goes on with its own Python between frames."""
     n = len(data)
     if n:
-        dest = (ctypes.c_ubyte * n).from_address(ctypes.cast(buf, ctypes.c_void_p).value)
-        memoryview(dest).cast("B")[:] = data
+        try:
+            src = (ctypes.c_char * n).from_buffer(data)
+        except TypeError:  # bytes, or a read-only view: copied under the GIL
+            dest = (ctypes.c_ubyte * n).from_address(ctypes.cast(buf, ctypes.c_void_p).value)
+            memoryview(dest).cast("B")[:] = data
+        else:
+            ctypes.memmove(buf, src, n)
     return n
 
 

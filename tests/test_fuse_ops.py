@@ -463,6 +463,11 @@ def test_memoryview_read_results_reach_the_c_buffer(ops):
     buf = ctypes.create_string_buffer(8)
     assert fuse_ops.copy_into(ctypes.cast(buf, ctypes.POINTER(ctypes.c_byte)), data) == 4
     assert buf.raw == b"view\0\0\0\0"
+    # a piece of a decoded tile (writable: copied by memmove, the GIL let go) and bytes (under the GIL)
+    for piece in (memoryview(bytearray(b"a decoded tile"))[2:9], b"bytes"):
+        buf = ctypes.create_string_buffer(10)
+        assert fuse_ops.copy_into(ctypes.cast(buf, ctypes.POINTER(ctypes.c_byte)), piece) == len(piece)
+        assert buf.raw == bytes(piece) + bytes(10 - len(piece))
 
 
 def test_open_for_writing_is_erofs(ops):
