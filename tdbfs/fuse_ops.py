@@ -503,15 +503,15 @@ class TdbfsOperations(_OperationsBase):
 
     def _child(self, node: DirNode, name: str, where: str) -> Optional[Node]:
         key = f"/{where}"
+        if node.cheap_child:
+            # one entry of a big folder (fragments/): found on its own, listed or not, since looking it up
+            # in a listing of 100,000 names first builds their set (10 ms, a first `find` or `ls -l`)
+            return self._one_child(key, node, name)
         hit = self._listings.get(key) if self._ttl > 0 else None
         child = _get(hit[0], name) if hit is not None and hit[1] > time.monotonic() else None
         if child is None:
-            if node.cheap_child:
-                # one entry of a big folder (fragments/): found without listing the folder
-                child = self._one_child(key, node, name)
-            else:
-                # not listed yet, or appeared since the cached listing: ask the folder again
-                child = _get(self._children(key, node, fresh=True), name)
+            # not listed yet, or appeared since the cached listing: ask the folder again
+            child = _get(self._children(key, node, fresh=True), name)
         return child
 
     def _one_child(self, key: str, node: DirNode, name: str) -> Optional[Node]:

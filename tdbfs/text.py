@@ -16,3 +16,15 @@ def shown(name: str) -> str:
             return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         except UnicodeEncodeError:
             return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_ESCAPE = {"%": "%25", "/": "%2F", "\0": "%00"}
+
+
+def escape_name(name: str) -> str:
+    """A name (a 0.x array's or field's, any field's under fields/) as a file name: '%', '/' and NUL
+    percent-escaped; '.' and '..' too."""
+    out = "".join(_ESCAPE.get(ch, ch) for ch in name)
+    if out in (".", ".."):
+        out = out.replace(".", "%2E")
+    return out or "%"

@@ -125,6 +125,57 @@ def test_a_real_mount_serves_ls_and_footer_before_numpy_is_loaded(tmp_path):
         assert "_multiarray_umath" in _maps(pid)
 
 
+#: every folder of one fragment listed, as `find` walks it: the names, and the modules loaded by then
+DAEMON_WALK = textwrap.dedent("""
+    import json, sys
+    from tdbfs.cli.common import open_store
+    from tdbfs.views.nodes import DirNode, resolve
+    from tdbfs.views.tree import build_root
+
+    root = build_root(open_store(sys.argv[1], 64, None))
+    name = sorted(resolve(root, "fragments").children())[0]
+    paths, todo = [], [""]
+    while todo:
+        at = todo.pop()
+        for child, node in resolve(root, f"fragments/{name}{at}").children().items():
+            paths.append(f"{at}/{child}")
+            if isinstance(node, DirNode):
+                todo.append(f"{at}/{child}")
+    print(json.dumps({"name": name, "paths": sorted(paths),
+                      "loaded": sorted(m for m in %r if m in sys.modules)}))
+""" % (HEAVY + ("tdbfs.format.legacy0x", "tdbfs.store.legacy0x_fragment"),))
+
+
+def test_a_walk_of_a_fragment_loads_neither_numpy_nor_0x_code(tmp_path):
+    """`find MNT -name footer.yaml | head` on a fresh mount lists every folder of the first fragments:
+    a dense fragment's tile files are counted from the tile offsets' count alone, without numpy, and
+    fields/ is named without TileDB 0.x's codecs."""
+    path = tmp_path / "arr"
+    dom = tiledb.Domain(tiledb.Dim("d", domain=(0, 99), tile=10, dtype="int64"))
+    tiledb.Array.create(str(path), tiledb.ArraySchema(domain=dom, sparse=False,
+                                                      attrs=[tiledb.Attr("a", dtype="int32")]))
+    with tiledb.open(str(path), "w") as A:
+        A[5:27] = {"a": list(range(22))}
+    res = subprocess.run([sys.executable, "-c", DAEMON_WALK, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["loaded"] == []
+    lo, hi = _reference(path, out["name"]).nonempty_domain[0]
+    ntiles = hi // 10 - lo // 10 + 1
+    assert ntiles == 3
+    tiles = sorted(p for p in out["paths"] if re.fullmatch(r"/attrs/a0/tile_\d+\.bin", p))
+    assert tiles == [f"/attrs/a0/tile_{k}.bin" for k in range(ntiles)]
+    assert "/fields/a" in out["paths"] and "/rtree" in out["paths"]
+    # the same tree through a real mount, walked by find
+    with mounted(path) as mnt:
+        (pid,) = daemon_pids(mnt, spawned_only=True)
+        top = mnt / "fragments" / out["name"]
+        found = subprocess.run(["find", str(top)], capture_output=True, text=True, check=True).stdout.split()
+        assert sorted(p[len(str(top)):] for p in found if p != str(top)) == out["paths"]
+        assert "_multiarray_umath" not in _maps(pid)
+
+
 PARENT = textwrap.dedent("""
     import json, sys
     from tdbfs.cli.main import main

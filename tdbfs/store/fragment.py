@@ -221,18 +221,30 @@ class Fragment(FragmentFolder):
             return fm.parse_rtree(payload, self._file(self.METADATA_FILE), self.schema().dimensions, footer.version)
         return self._once("rtree", make)
 
+    def _u64_list_payload(self, kind: str, idx: int):
+        footer = self.footer()
+        lists = getattr(footer.generic_tile_offsets, kind) or ()
+        if idx >= len(lists):
+            raise FormatError(self._file(self.METADATA_FILE), "footer", footer.offset,
+                              f"the footer has {len(lists)} {kind}, none for field {idx}")
+        return self._gtile_payload(lists[idx], f"{kind}[{idx}]")
+
     def _u64_list(self, kind: str, idx: int) -> np.ndarray:
         def make():
-            footer = self.footer()
-            if footer.generic_tile_offsets is None:
+            if self.footer().generic_tile_offsets is None:
                 return _legacy_list(self.legacy_metadata(), kind, idx, self._file(self.METADATA_FILE))
-            lists = getattr(footer.generic_tile_offsets, kind) or ()
-            if idx >= len(lists):
-                raise FormatError(self._file(self.METADATA_FILE), "footer", footer.offset,
-                                  f"the footer has {len(lists)} {kind}, none for field {idx}")
-            payload = self._gtile_payload(lists[idx], f"{kind}[{idx}]")
-            return fm.parse_u64_list(payload, self._file(self.METADATA_FILE), f"{kind}[{idx}]")
+            return fm.parse_u64_list(self._u64_list_payload(kind, idx), self._file(self.METADATA_FILE),
+                                     f"{kind}[{idx}]")
         return self._once((kind, idx), make)
+
+    def _u64_count(self, kind: str, idx: int) -> int:
+        """len(self._u64_list(kind, idx)), without building the list (and importing numpy) when it is
+        not built yet: `find` or `ls` of a dense fragment's tile folder on a fresh mount needs only
+        this. Checked as the list is: a damaged list fails both with the same problem."""
+        if self.footer().generic_tile_offsets is None or self._known((kind, idx)):
+            return len(self._u64_list(kind, idx))
+        return self._once(("count", kind, idx), lambda: fm.count_u64_list(
+            self._u64_list_payload(kind, idx), self._file(self.METADATA_FILE), f"{kind}[{idx}]"))
 
     def tile_offsets(self, idx: int) -> np.ndarray:
         return self._u64_list("tile_offsets", idx)
@@ -311,7 +323,7 @@ class Fragment(FragmentFolder):
             return footer.sparse_tile_num
         if idx is None:
             idx = self.stored_fields()[0].idx
-        return len(self.tile_offsets(idx))
+        return self._u64_count("tile_offsets", idx)
 
     def cells_per_full_tile(self) -> int:
         footer = self.footer()

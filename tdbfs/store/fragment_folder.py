@@ -105,6 +105,12 @@ class FragmentFolder:
             self._memo[key] = value
         return value
 
+    def _known(self, key) -> bool:
+        """Whether `key` was made (or failed) for the files as they are now."""
+        self._refresh()
+        with self._lock:
+            return key in self._memo
+
     def attempt(self, fn, file: str, structure: str):
         """fn(), or None with its failure recorded among this fragment's problems."""
         self._refresh()

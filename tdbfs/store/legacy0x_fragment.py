@@ -13,21 +13,12 @@ from ..format.legacy0x.codecs import TileLayout, decode_tile
 from ..format.legacy0x.names import parse_fragment_name
 from ..format.legacy0x.schema import COORDS as COORDS_NAME, Attribute, Legacy0xSchema
 from ..lazy import np
+from ..text import escape_name
 from .fragment_folder import FragmentFolder
 from .fragment_interface import DATA, LEGACY0X, VAR, TileLocation
 
 BOOK_KEEPING_FILE = "__book_keeping.tdb.gz"
 FRAGMENT_MARKER = "__tiledb_fragment.tdb"
-
-_ESCAPE = {"%": "%25", "/": "%2F", "\0": "%00"}
-
-
-def escape_name(name: str) -> str:
-    """A name as a file name: '%', '/' and NUL percent-escaped; '.' and '..' too."""
-    out = "".join(_ESCAPE.get(ch, ch) for ch in name)
-    if out in (".", ".."):
-        out = out.replace(".", "%2E")
-    return out or "%"
 
 
 @dataclass(frozen=True)

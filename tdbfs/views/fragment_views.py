@@ -25,6 +25,7 @@ from .common import guarded, yaml_file
 from .nodes import (BytesFile, with_cost, kept, DirNode, FileNode, InCache, StaticDir, SymlinkNode, ViewError,
                     WhileState)
 from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
+from ..text import escape_name
 
 
 def fragment_dir(store, rel: str) -> DirNode:
@@ -263,7 +264,6 @@ def _cell_value(v):
 def _field_links(frag: FragmentLike) -> dict:
     """Each stored field by name (escaped as 0.x stems are), linked to its folder; the dimensions split
     out of __coords too."""
-    from ..store.legacy0x_fragment import escape_name  # with 0.x's codecs: loaded on first use, not at mount
     own = own_views(frag)
     out = {}
     for f in frag.stored_fields():

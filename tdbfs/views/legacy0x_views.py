@@ -18,7 +18,8 @@ from ..format import fragment_metadata as fm
 from ..format.legacy0x.schema import COORDS
 from ..store.fragment_interface import DATA
 from ..store.legacy0x import SCHEMA_FILE, Legacy0xArrayStore, Legacy0xWorkspaceStore
-from ..store.legacy0x_fragment import BOOK_KEEPING_FILE, Legacy0xFragment, escape_name
+from ..store.legacy0x_fragment import BOOK_KEEPING_FILE, Legacy0xFragment
+from ..text import escape_name
 from ..store.problems import unique
 from .common import KeyedDir, guarded, yaml_file
 from .describe.legacy0x import describe_book_keeping, describe_codec, describe_legacy0x_name, describe_legacy0x_schema

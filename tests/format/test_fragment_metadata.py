@@ -983,6 +983,18 @@ def test_substructure_truncation(tmp_path):
     with pytest.raises(FormatError) as e:
         fm.parse_u64_list(struct.pack("<Q", 1) + b"\0" * 9, FMD, "tile offsets")
     assert e.value.offset == 16
+    # the count alone (a dense fragment's tile folder listed without numpy) fails exactly as the list
+    good = struct.pack("<Q", len(offs)) + offs.tobytes()
+    assert fm.count_u64_list(good, FMD, "x") == len(offs) > 0
+    damaged = [good[:cut] for cut in range(len(good))] + [good + b"\0", struct.pack("<Q", 2**60) + good[8:],
+                                                          struct.pack("<Q", len(offs) - 1) + good[8:]]
+    for payload in damaged:
+        with pytest.raises(FormatError) as by_list:
+            fm.parse_u64_list(payload, FMD, "tile offsets")
+        with pytest.raises(FormatError) as by_count:
+            fm.count_u64_list(payload, FMD, "tile offsets")
+        assert str(by_count.value) == str(by_list.value)
+        assert by_count.value.as_problem() == by_list.value.as_problem()
     # min/max: sizes beyond the payload, sizes not a multiple of the cell
     a = frag.fields.by_name("a")
     mins_payload = frag.payload(frag.gto.tile_min_offsets[a.idx])

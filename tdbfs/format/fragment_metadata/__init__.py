@@ -28,7 +28,7 @@ from .fragment_summary import FragmentFieldSummary, parse_fragment_min_max_sum_n
 from .legacy import LegacyFragmentMetadata, legacy_footer, legacy_rtree, parse_legacy_fragment_metadata
 from .processed_conditions import parse_processed_conditions
 from .rtree import RTree, RTreeLevel, parse_rtree
-from .tile_lists import parse_tile_min_max, parse_tile_sums, parse_u64_list
+from .tile_lists import count_u64_list, parse_tile_min_max, parse_tile_sums, parse_u64_list
 
 __all__ = [
     "VAR_NUM",
@@ -43,5 +43,5 @@ __all__ = [
     "LegacyFragmentMetadata", "legacy_footer", "legacy_rtree", "parse_legacy_fragment_metadata",
     "parse_processed_conditions",
     "RTree", "RTreeLevel", "parse_rtree",
-    "parse_tile_min_max", "parse_tile_sums", "parse_u64_list",
+    "count_u64_list", "parse_tile_min_max", "parse_tile_sums", "parse_u64_list",
 ]

@@ -20,6 +20,18 @@ def parse_u64_list(payload, file: str, structure: str, *, within: str | None = N
     return values
 
 
+@safety_net("u64 list")
+def count_u64_list(payload, file: str, structure: str, *, within: str | None = None) -> int:
+    """The `n` of `u64 n, u64[n]`, checked as parse_u64_list checks it (the same errors), without
+    building the values: listing a dense fragment's tiles then needs no numpy (tdbfs/lazy.py)."""
+    cur = Cursor(payload, file, structure, within=structure if within is None else within)
+    n = cur.u64("count")
+    cur.skip(8 * cur.count(n, 8, "values"), "values")
+    if cur.remaining:
+        raise cur.error(f"{cur.remaining} bytes remain after {n} values")
+    return n
+
+
 def field_label(f: Field) -> str:
     return f"{f.name} (idx {f.idx})"
 
