@@ -161,6 +161,39 @@ def test_the_next_big_tile_is_decoded_ahead_once(tmp_path, monkeypatch):
     assert np.array_equal(np.frombuffer(b"".join(data), np.int32), expected)
 
 
+def test_a_tile_is_not_decoded_ahead_where_it_would_push_out_the_tile_being_read(tmp_path, monkeypatch):
+    """A tile area of one and a half tiles: decoding the next tile ahead would push out the one being
+    read, which the reader's next piece would then decode again (and again). So nothing is decoded
+    ahead there, and each tile is decoded once."""
+    from tdbfs.store.cache import ByteLRU
+    path = tmp_path / "big"
+    tile = 1 << 18  # 1 MiB int32 tiles
+    (name,) = _dense(path, 1, tile=tile, cells=3 * tile)
+    with tiledb.open(str(path)) as A:
+        expected = A[:]["a"]
+    calls = []
+    real = fragment_module.unfilter_tile
+    monkeypatch.setattr(fragment_module, "unfilter_tile",
+                        lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    store = ArrayStore(str(path), cache=ByteLRU(64 << 20, group_capacity={"tile": 3 << 19}))
+    root = build_root(store)
+    data = []
+    for k in range(3):
+        node = resolve(root, f"fragments/{name}/attrs/a0/tile_{k}.bin")
+        for off in range(0, node.size(), 1 << 17):  # in the kernel's pieces, as `cat` reads it
+            data.append(bytes(node.read(off, 1 << 17)))
+            store.cache.wait_idle()
+    assert len(calls) == 3 and store.cache.made_ahead == 0
+    assert np.array_equal(np.frombuffer(b"".join(data), np.int32), expected)
+    # with room for two tiles beside the one read, both next tiles are decoded ahead, as before
+    calls.clear()
+    store = ArrayStore(str(path), cache=ByteLRU(64 << 20, group_capacity={"tile": 3 << 20}))
+    node = resolve(build_root(store), f"fragments/{name}/attrs/a0/tile_0.bin")
+    node.read(0, 1 << 17)
+    store.cache.wait_idle()
+    assert len(calls) == 3 and store.cache.made_ahead == 2
+
+
 def test_a_tile_that_fails_ahead_is_reported_by_the_real_read(tmp_path):
     path = tmp_path / "big"
     tile = 1 << 18
@@ -212,6 +245,29 @@ def test_decoded_tiles_have_their_own_bound_inside_the_cache():
     assert made.count("t0") == 1 and made.count("t2") == 1
     assert cache.get_or_make(("tile", 9), make("huge", 1001)) == "huge"  # bigger than the whole bound: not kept
     assert cache.get(("tile", 9)) is None
+
+
+def test_a_value_is_made_ahead_only_where_it_fits_beside_the_ones_being_read():
+    from tdbfs.store.cache import ByteLRU
+    for drop_served in (True, False):  # False: a mount with -o direct_io keeps served tiles
+        cache = ByteLRU(1000, group_capacity={"tile": 300})
+        cache.drop_served = drop_served
+        cache.put(("tile", 0), "t0", 100)  # two tiles being read
+        cache.put(("tile", 1), "t1", 100)
+        assert not cache.make_soon(("tile", 2), lambda: ("t2", 150), 150)  # 200 + 150 > 300
+        cache.note_served(("tile", 0), 60, 100)
+        assert not cache.make_soon(("tile", 2), lambda: ("t2", 150), 150)  # tile 0 is not read to its end
+        cache.note_served(("tile", 0), 40, 100)  # now it is: its room counts as free
+        # the tile a reader is on takes room even before it is made
+        assert not cache.make_soon(("tile", 2), lambda: ("t2", 150), 150, (("tile", 5), 100))
+        assert cache.make_soon(("tile", 2), lambda: ("t2", 150), 150, (("tile", 1), 100))  # t1: counted once
+        assert not cache.make_soon(("tile", 3), lambda: ("t3", 100), 100)  # t2 on its way takes its room
+        cache.wait_idle()
+        assert cache.get(("tile", 2)) == "t2" and cache.get(("tile", 1)) == "t1"
+        assert cache.get(("tile", 0)) is None and cache.made_ahead == 1
+        # other keys count against the whole bound, the same way
+        assert not cache.make_soon(("txt", 0), lambda: ("x", 800), 800)
+        assert cache.make_soon(("txt", 0), lambda: ("x", 500), 500)
 
 
 def test_a_mount_reports_a_bad_array_before_a_bad_mount_point(tmp_path):

@@ -47,7 +47,7 @@ class ByteLRU:
         self._group_bytes = {g: 0 for g in self.group_capacity}
         self._lock = threading.Lock()
         self._making: dict[Hashable, threading.Lock] = {}
-        self._soon: set = set()
+        self._soon: dict = {}  # key -> the bytes it will take, from make_soon until made
         self._helpers: dict[Hashable, Callable[[], None]] = {}  # key being made -> how another thread joins in
         self._here = threading.local()  # the key this thread is making
         self._served: dict[Hashable, int] = {}  # key -> bytes of it handed to readers so far
@@ -162,8 +162,6 @@ class ByteLRU:
         fresh memory first (in this VM a first touch costs more than decoding into memory already used:
         a tenth of a sparse `cat`, docs/performance.md §5). A reader that comes back for a part the
         page cache no longer holds has it decoded again."""
-        if not self.drop_served:
-            return
         with self._lock:
             got = self._served.get(key, 0) + nbytes
             if got < whole:
@@ -177,18 +175,22 @@ class ByteLRU:
                 return
             self._done[key] = item[1]
             self._done_bytes += item[1]
-            while self._done_bytes > self.served_keep and self._done:
+            while self.drop_served and self._done_bytes > self.served_keep and self._done:
                 self._drop(next(iter(self._done)))
 
-    def make_soon(self, key, make: Callable[[], tuple[object, int]]) -> bool:
-        """Start `make` for `key` on a background thread unless it is cached, being made or too many
-        are waiting; True if started. A reader going through tiles in order then finds the next one
-        decoded: zstd and numpy release the GIL, so on 2 cores it decodes while the FUSE loop answers
-        reads. A failure is dropped (the value is not cached; a real read makes it again and reports)."""
+    def make_soon(self, key, make: Callable[[], tuple[object, int]], nbytes: int = 0, reading=None) -> bool:
+        """Start `make` for `key` (a value of about `nbytes`) on a background thread unless it is cached,
+        being made, too many are waiting or it has no room; True if started. A reader going through
+        tiles in order then finds the next one decoded: zstd and numpy release the GIL, so on 2 cores it
+        decodes while the FUSE loop answers reads. `reading`: (key, bytes) of the value the reader is on,
+        which needs its room too though it may not be made yet. A failure is dropped (the value is not
+        cached; a real read makes it again and reports)."""
         with self._lock:
             if key in self._items or key in self._making or key in self._soon or len(self._soon) >= MAX_PENDING:
                 return False
-            self._soon.add(key)
+            if not self._room_ahead(key, nbytes, reading):
+                return False
+            self._soon[key] = nbytes
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(AHEAD_THREADS, thread_name_prefix="tdbfs-ahead")
 
@@ -201,13 +203,29 @@ class ByteLRU:
                 pass
             finally:
                 with self._lock:
-                    self._soon.discard(key)
+                    self._soon.pop(key, None)
 
         future = self._worker.submit(run)
         with self._lock:
             self._pending.add(future)
         future.add_done_callback(self._pending.discard)
         return True
+
+    def _room_ahead(self, key, nbytes: int, reading) -> bool:
+        """Whether a value of `nbytes` made now fits beside the values of its group (or of the whole
+        cache) not yet served to their end, and the ones on their way: otherwise it would push out a
+        tile a reader is still reading, to be decoded again (16 readers at once of 4 MiB tiles did
+        a third more decodes than there were tiles)."""
+        g = self._group(key)
+        if g is None:
+            cap, used = self.capacity, self._bytes
+            served = self._done_bytes
+        else:
+            cap, used = self.group_capacity[g], self._group_bytes[g]
+            served = sum(cost for k, cost in self._done.items() if self._group(k) == g)
+        if reading is not None and reading[0] not in self._items and reading[0] not in self._soon:
+            used += reading[1]
+        return used - served + sum(self._soon.values()) + nbytes <= cap
 
     def wait_idle(self) -> None:
         """Block until background makes are done (tests); a no-op handed to one of several threads

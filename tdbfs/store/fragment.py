@@ -476,15 +476,18 @@ class Fragment(FragmentFolder):
         if finding is not None:
             self.problems.add(finding)
 
-    def decode_ahead(self, field, k: int, stream: str) -> None:
-        """Start decoding tile k in the background, if it exists (a sequential reader wants it next);
-        a failure there is not recorded: the real read records it."""
+    def decode_ahead(self, field, k: int, stream: str, reading: tuple[int, int] | None = None) -> None:
+        """Start decoding tile k in the background, if it exists (a sequential reader wants it next) and
+        fits beside `reading`, (tile, decoded bytes) the reader is on; a failure there is not recorded:
+        the real read records it."""
         try:
             if k >= self.tile_count(field.idx) or (stream == DATA and self.offsets_embedded(field)):
                 return
+            nbytes = self.unfiltered_size(field, k, stream)
         except Exception:
             return
-        self.store.cache.make_soon(self._tile_key(field, k, stream), lambda: self._decode(field, k, stream))
+        self.store.cache.make_soon(self._tile_key(field, k, stream), lambda: self._decode(field, k, stream), nbytes,
+                                   reading and (self._tile_key(field, reading[0], stream), reading[1]))
 
     def tile_served(self, field, k: int, stream: str, nbytes: int, whole: int) -> None:
         self.store.cache.note_served(self._tile_key(field, k, stream), nbytes, whole)

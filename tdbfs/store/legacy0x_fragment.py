@@ -241,15 +241,17 @@ class Legacy0xFragment(FragmentFolder):
     def coords_column_size(self, coords: Legacy0xField, k: int, j: int) -> int:
         return self.unfiltered_size(coords, k, DATA) // self.schema().dim_num
 
-    def decode_ahead(self, field: Legacy0xField, k: int, stream: str) -> None:
+    def decode_ahead(self, field: Legacy0xField, k: int, stream: str, reading: tuple[int, int] | None = None) -> None:
         """Start decoding tile k in the background, if it exists; a failure there is not recorded: the real
         read records it."""
         try:
             if k >= self.tile_count():
                 return
+            nbytes = self.unfiltered_size(field, k, stream)
         except Exception:  # noqa: BLE001 -- the book-keeping's own problem says why
             return
-        self.store.cache.make_soon(self._tile_key(field, k, stream), lambda: self._decode(field, k, stream))
+        self.store.cache.make_soon(self._tile_key(field, k, stream), lambda: self._decode(field, k, stream), nbytes,
+                                   reading and (self._tile_key(field, reading[0], stream), reading[1]))
 
     def tile_served(self, field: Legacy0xField, k: int, stream: str, nbytes: int, whole: int) -> None:
         self.store.cache.note_served(self._tile_key(field, k, stream), nbytes, whole)

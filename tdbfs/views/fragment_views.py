@@ -152,13 +152,10 @@ class TileFile(FileNode):
             whole = self.size()
             if offset == 0 and whole >= DECODE_AHEAD_MIN:
                 # a reader from the start of a big tile: decode the next ones while this one is
-                # decoded and served; beyond the first, only as many as fit beside this one in the
-                # cache's tile area, or they would push out the tiles still to be read
-                room = self._frag.store.cache.group_capacity.get("tile", 0)
+                # decoded and served, as many as fit beside the tiles still being read
+                # (`ByteLRU.make_soon`)
                 for j in range(1, DECODE_AHEAD_TILES + 1):
-                    if j > 1 and (j + 1) * whole > room:
-                        break
-                    self._frag.decode_ahead(self._field, self._k + j, self._stream)
+                    self._frag.decode_ahead(self._field, self._k + j, self._stream, (self._k, whole))
             tile = self._frag.tile(self._field, self._k, self._stream)
         except Exception as exc:
             raise ViewError(str(exc)) from None
