@@ -133,17 +133,32 @@ def test_a_lookup_of_one_fragment_does_not_list_the_others(tmp_path, monkeypatch
     assert yaml.safe_load(_read(build_root(store), f"commits/{names[0]}.wrt.yaml"))["fragment_exists"] is False
 
 
-def test_the_next_big_tile_is_decoded_ahead_once(tmp_path, monkeypatch):
+def _three_big_tiles(tmp_path, monkeypatch):
+    """(array, its fragment, its values, the tiles decoded from now on by their offsets): a dense array of
+    three 1 MiB int32 tiles, big enough to decode ahead."""
     path = tmp_path / "big"
-    tile = 1 << 18  # 1 MiB int32 tiles: big enough to decode ahead
-    cells = 3 * tile
-    (name,) = _dense(path, 1, tile=tile, cells=cells)
+    tile = 1 << 18
+    (name,) = _dense(path, 1, tile=tile, cells=3 * tile)
     with tiledb.open(str(path)) as A:
         expected = A[:]["a"]
     calls = []
     real = fragment_module.unfilter_tile
     monkeypatch.setattr(fragment_module, "unfilter_tile",
                         lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    return path, name, expected, calls
+
+
+def _read_in_pieces(node, store) -> bytes:
+    """The whole file in the kernel's 128 KiB pieces, as `cat` reads it, each piece's decoding ahead done."""
+    out = []
+    for off in range(0, node.size(), 1 << 17):
+        out.append(bytes(node.read(off, 1 << 17)))
+        store.cache.wait_idle()
+    return b"".join(out)
+
+
+def test_the_next_big_tile_is_decoded_ahead_once(tmp_path, monkeypatch):
+    path, name, expected, calls = _three_big_tiles(tmp_path, monkeypatch)
     store = ArrayStore(str(path))
     root = build_root(store)
     folder = f"fragments/{name}/attrs/a0"
@@ -166,23 +181,10 @@ def test_a_tile_is_not_decoded_ahead_where_it_would_push_out_the_tile_being_read
     read, which the reader's next piece would then decode again (and again). So nothing is decoded
     ahead there, and each tile is decoded once."""
     from tdbfs.store.cache import ByteLRU
-    path = tmp_path / "big"
-    tile = 1 << 18  # 1 MiB int32 tiles
-    (name,) = _dense(path, 1, tile=tile, cells=3 * tile)
-    with tiledb.open(str(path)) as A:
-        expected = A[:]["a"]
-    calls = []
-    real = fragment_module.unfilter_tile
-    monkeypatch.setattr(fragment_module, "unfilter_tile",
-                        lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    path, name, expected, calls = _three_big_tiles(tmp_path, monkeypatch)
     store = ArrayStore(str(path), cache=ByteLRU(64 << 20, group_capacity={"tile": 3 << 19}))
     root = build_root(store)
-    data = []
-    for k in range(3):
-        node = resolve(root, f"fragments/{name}/attrs/a0/tile_{k}.bin")
-        for off in range(0, node.size(), 1 << 17):  # in the kernel's pieces, as `cat` reads it
-            data.append(bytes(node.read(off, 1 << 17)))
-            store.cache.wait_idle()
+    data = [_read_in_pieces(resolve(root, f"fragments/{name}/attrs/a0/tile_{k}.bin"), store) for k in range(3)]
     assert len(calls) == 3 and store.cache.made_ahead == 0
     assert np.array_equal(np.frombuffer(b"".join(data), np.int32), expected)
     # with room for two tiles beside the one read, both next tiles are decoded ahead, as before
@@ -192,6 +194,21 @@ def test_a_tile_is_not_decoded_ahead_where_it_would_push_out_the_tile_being_read
     node.read(0, 1 << 17)
     store.cache.wait_idle()
     assert len(calls) == 3 and store.cache.made_ahead == 2
+
+
+def test_a_tile_read_already_is_not_decoded_ahead_again(tmp_path, monkeypatch):
+    """Readers of different tiles at once: a tile another reader has read to its end is in the page
+    cache, so a reader before it does not decode it again as its next tile."""
+    from tdbfs.store.cache import ByteLRU
+    path, name, expected, calls = _three_big_tiles(tmp_path, monkeypatch)
+    store = ArrayStore(str(path), cache=ByteLRU(64 << 20, served_keep=0))  # served tiles go at once
+    root = build_root(store)
+    tiles = {k: _read_in_pieces(resolve(root, f"fragments/{name}/attrs/a0/tile_{k}.bin"), store) for k in (1, 2, 0)}
+    assert sorted(calls) == sorted(set(calls)) and len(calls) == 3 and store.cache.made_ahead == 1  # 2, after 1
+    assert np.array_equal(np.frombuffer(b"".join(tiles[k] for k in range(3)), np.int32), expected)
+    # a reader that comes back to a tile the page cache no longer holds has it decoded again
+    again = _read_in_pieces(resolve(root, f"fragments/{name}/attrs/a0/tile_1.bin"), store)
+    assert again == tiles[1] and len(calls) == 4
 
 
 def test_a_tile_that_fails_ahead_is_reported_by_the_real_read(tmp_path):

@@ -25,6 +25,10 @@ GROUP_CAPACITY = {"tile": 64 << 20}
 #: values served to their end (`note_served`) stay up to this many bytes in all, for the other views of
 #: the same tile (tile_K.txt after tile_K.bin); beyond it the oldest go, and their memory is reused
 SERVED_KEEP = 4 << 20
+#: how many keys of values dropped once served (`note_served`) are remembered, so that they are not
+#: made again ahead: the kernel's page cache holds them, and another reader's tile is no next tile to
+#: make (16 readers at once, each decoding two ahead, decoded a quarter of the tiles twice)
+SERVED_REMEMBERED = 4096
 
 
 class ByteLRU:
@@ -53,6 +57,7 @@ class ByteLRU:
         self._served: dict[Hashable, int] = {}  # key -> bytes of it handed to readers so far
         self._done: OrderedDict[Hashable, int] = OrderedDict()  # served to their end, oldest first -> cost
         self._done_bytes = 0
+        self._gone: OrderedDict[Hashable, None] = OrderedDict()  # dropped once served, newest last
         #: drop a value once every byte of it has been served (`note_served`); off where served bytes
         #: are not kept by the reader's side (a mount with `-o direct_io`)
         self.drop_served = True
@@ -176,17 +181,24 @@ class ByteLRU:
             self._done[key] = item[1]
             self._done_bytes += item[1]
             while self.drop_served and self._done_bytes > self.served_keep and self._done:
-                self._drop(next(iter(self._done)))
+                gone = next(iter(self._done))
+                self._drop(gone)
+                self._gone.pop(gone, None)  # served again: remembered as the newest
+                self._gone[gone] = None
+                if len(self._gone) > SERVED_REMEMBERED:
+                    self._gone.popitem(last=False)
 
     def make_soon(self, key, make: Callable[[], tuple[object, int]], nbytes: int = 0, reading=None) -> bool:
         """Start `make` for `key` (a value of about `nbytes`) on a background thread unless it is cached,
         being made, too many are waiting or it has no room; True if started. A reader going through
         tiles in order then finds the next one decoded: zstd and numpy release the GIL, so on 2 cores it
-        decodes while the FUSE loop answers reads. `reading`: (key, bytes) of the value the reader is on,
-        which needs its room too though it may not be made yet. A failure is dropped (the value is not
-        cached; a real read makes it again and reports)."""
+        decodes while the FUSE loop answers reads. Not a value served already (`note_served`): the
+        page cache holds it. `reading`: (key, bytes) of the value the reader is on, which needs its
+        room too though it may not be made yet. A failure is dropped (the value is not cached; a real
+        read makes it again and reports)."""
         with self._lock:
-            if key in self._items or key in self._making or key in self._soon or len(self._soon) >= MAX_PENDING:
+            if (key in self._items or key in self._making or key in self._soon or key in self._gone
+                    or len(self._soon) >= MAX_PENDING):
                 return False
             if not self._room_ahead(key, nbytes, reading):
                 return False
@@ -239,6 +251,7 @@ class ByteLRU:
             self._served.clear()
             self._done.clear()
             self._done_bytes = 0
+            self._gone.clear()
             self._items.clear()
             self._bytes = 0
             for g in self._groups:
