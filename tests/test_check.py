@@ -162,7 +162,7 @@ def test_legacy0x_array_decodes_every_tile(tmp_path):
         pytest.skip("genomicsdb==0.1.6 (its TileDB 0.x library) is not installed")
     (tmp_path / "zero").mkdir()
     corpus = Z.load_corpus(tmp_path / "zero")
-    from tdbfs.store import open_array
+    from tdbfs.store.open_array import open_array
     path, _spec = corpus["arrays"]["sparse_gzip"]
     result = check_array(open_array(path))
     assert result.counts["files"] > 5

@@ -260,6 +260,32 @@ def test_ls_of_a_mount_lists_every_fragment_once_in_order(many, mount, libfuse):
                                                         "timeline.csv"]
 
 
+def test_the_daemon_lists_fragments_as_tdbfs_mount_listed_them(many, mount, tmp_path):
+    """`tdbfs mount` lists __fragments/ while its daemon starts; the daemon's first `ls fragments/`
+    serves that listing (its log says so), the same names in the same order as the folder's."""
+    path, names = many
+    log = tmp_path / "daemon.log"
+    mnt = mount(path, extra_args=["--log", str(log), "--debug"])
+    listed = subprocess.run(["ls", "-U", str(mnt / "fragments")], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert listed == names
+    assert f"__fragments/ as tdbfs mount listed it ({len(names)} names): taken" in log.read_text()
+
+
+def test_a_fragment_written_after_tdbfs_mount_listed_shows(tmp_path, mount):
+    """A fragment written between `tdbfs mount`'s listing and the first `ls fragments/`: the folder's
+    mtime moved, so the daemon lists it again and shows it (and tiledb-py sees the same)."""
+    path = tmp_path / "arr"
+    names = make_fragments(path, 5)
+    log = tmp_path / "daemon.log"
+    mnt = mount(path, extra_args=["--log", str(log), "--debug"])
+    added = add_fragment(path, 6)
+    listed = subprocess.run(["ls", str(mnt / "fragments")], capture_output=True, text=True, check=True).stdout.split()
+    assert listed == sorted(names + [added])
+    assert sorted(u.rsplit("/", 1)[-1] for u in tiledb.array_fragments(str(path)).uri) == listed
+    assert "__fragments/ as tdbfs mount listed it (5 names): changed since, listed again" in log.read_text()
+
+
 class CountingStore(ArrayStore):
     """The array store, counting the fragments it looks up one by one."""
 

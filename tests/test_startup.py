@@ -181,10 +181,12 @@ PARENT = textwrap.dedent("""
     from tdbfs.cli.main import main
     rc = main(["mount", sys.argv[1], sys.argv[2]])
     print(json.dumps({"rc": rc, "loaded": sorted(m for m in %r if m in sys.modules)}))
-""" % (HEAVY + ("tdbfs.store",),))
+""" % (HEAVY + ("tdbfs.store.array_store", "tdbfs.store.base_store", "tdbfs.format.generic_tile"),))
 
 
 def test_the_mount_command_itself_loads_neither_numpy_nor_the_store(tmp_path):
+    """The parent process lists the fragment folders for its daemon (store/prelisted.py) with the
+    storage alone: nothing that parses."""
     path = _dense(tmp_path, 2)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -225,7 +227,7 @@ def _yaml_files(node, path=""):
 def test_every_yaml_view_of_the_sample_arrays_is_written_as_pyyaml_writes_it(sample_arrays):
     """Each YAML view, read back, is written by simple_yaml exactly as PyYAML writes it, or left
     to PyYAML; every footer.yaml is simple."""
-    from tdbfs.store import open_array
+    from tdbfs.store.open_array import open_array
     from tdbfs.views.simple_yaml import simple_yaml
     from tdbfs.views.tree import build_root
 

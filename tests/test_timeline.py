@@ -138,7 +138,7 @@ def test_store_timeline_of_root_fragments_and_ok_markers():
     """Format < 12 layouts keep fragments at the root with `.ok` markers (real arrays of the
     back-compat corpus): each fragment is written and committed at the t2 of its name."""
     import corpus
-    from tdbfs.store import open_array
+    from tdbfs.store.open_array import open_array
     from tdbfs.store.timeline import timeline
     found = 0
     for _, arr in corpus.arrays():
@@ -160,7 +160,7 @@ def test_legacy0x_array_timeline(tmp_path_factory):
     """TileDB 0.x (written by GenomicsDB's library): a fragment's name holds the ms it was made at,
     and its __tiledb_fragment.tdb commits it."""
     import legacy0x_arrays as Z
-    from tdbfs.store import open_array
+    from tdbfs.store.open_array import open_array
     from tdbfs.views.nodes import resolve
     from tdbfs.views.tree import build_root
     if Z.wheel_library_path() is None:
@@ -195,7 +195,7 @@ def test_each_name_is_parsed_once_per_file_that_bears_it(tmp_path, monkeypatch):
     import tdbfs.store.timeline as timeline_module
     from tdbfs.format.names import _parse
     from tdbfs.format.errors import FormatError
-    from tdbfs.store import open_array
+    from tdbfs.store.open_array import open_array
 
     asked = []
 

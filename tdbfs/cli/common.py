@@ -40,7 +40,8 @@ def load_key(key_file: str | None):
 def open_store(array: str, cache_mb: int, key_file: str | None = None, key=None, remote=None):
     """The store of `array`, a local path or an object store's URL; `remote` (RemoteSettings) says how to
     reach a URL (else each SDK's own credential chain)."""
-    from ..store import NotAnArrayError, open_array
+    from ..store import NotAnArrayError
+    from ..store.open_array import open_array
     from ..urls import is_url
 
     if key is None:

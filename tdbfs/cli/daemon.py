@@ -130,11 +130,13 @@ def daemon_env() -> dict:
     return env
 
 
-def spawn_daemon(args, array: str, mnt: str, check=None, key=None) -> int:
+def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None) -> int:
     """Start `tdbfs mount -f` in the background; return once the mount answers.
 
     `check()`, run once the daemon is started, may raise CliError: the daemon is then stopped.
-    `key` (an EncryptionKey) reaches the daemon through a pipe it reads once (--key-fd)."""
+    `key` (an EncryptionKey) reaches the daemon through a pipe it reads once (--key-fd).
+    `listing(fd)`, run while the daemon starts, writes the folder listings it takes into the memfd
+    `fd`, which the daemon reads on its first listing of them (--listing-fd; store/prelisted.py)."""
     from .remote_options import fuse_items, remote_items, write_secrets
 
     cmd = [sys.executable, "-S", "-m", "tdbfs.cli", "mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
@@ -164,6 +166,11 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None) -> int:
     if secrets_fd is not None:
         pass_fds += (secrets_fd,)
         cmd += ["--secrets-fd", str(secrets_fd)]
+    listing_fd = None
+    if listing is not None and hasattr(os, "memfd_create"):
+        listing_fd = os.memfd_create("tdbfs-listing", os.MFD_CLOEXEC)
+        pass_fds += (listing_fd,)
+        cmd += ["--listing-fd", str(listing_fd)]
     cmd += ["--", array, mnt]
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -171,13 +178,19 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None) -> int:
                                 pass_fds=pass_fds)
     finally:
         for fd in pass_fds:
-            os.close(fd)
-    if check is not None:
-        try:
+            if fd != listing_fd:
+                os.close(fd)
+    try:
+        if check is not None:
             check()
-        except BaseException:
-            stop_daemon(proc, mnt)
-            raise
+        if listing_fd is not None:
+            listing(listing_fd)
+    except BaseException:
+        stop_daemon(proc, mnt)
+        raise
+    finally:
+        if listing_fd is not None:
+            os.close(listing_fd)
     deadline = time.monotonic() + MOUNT_WAIT_S
     captured = bytearray()
     fd = proc.stderr.fileno()

@@ -32,6 +32,8 @@ def cmd_mount(args) -> int:
         # with direct_io the kernel keeps no page of what it was served: a decoded tile read to its end
         # must stay in the cache for the next reader
         store.cache.drop_served = options.page_cache()
+        if args.listing_fd is not None:
+            take_listings(store, args.listing_fd)
         check_mountpoint(mnt, array)  # a spawned daemon too: it starts before its parent has checked
         problem = fuse_ops.fuse_problem()
         if problem:
@@ -64,7 +66,33 @@ def cmd_mount(args) -> int:
         if problem:
             open_store(array, args.cache_mb, key=key, remote=remote())
             raise CliError(f"FUSE is not available: {problem}")
-    return spawn_daemon(args, array, mnt, check=check, key=key)
+    return spawn_daemon(args, array, mnt, check=check, key=key,
+                        listing=None if is_url(array) else lambda fd: list_fragments(array, fd))
+
+
+def list_fragments(array: str, fd: int) -> None:
+    """The fragment folders of the local `array`, listed into the memfd `fd` for the daemon: it takes
+    them on its first `ls fragments/` (store/prelisted.py). Whatever cannot be listed is left to it."""
+    from ..store.fragment_listing import LISTED_FOLDERS
+    from ..store.prelisted import write_listings
+    from ..store.storage import open_storage
+
+    try:
+        write_listings(fd, open_storage(array), LISTED_FOLDERS)  # opened as the daemon opens it
+    except Exception:  # noqa: BLE001 - the daemon lists what this could not, and reports what it finds
+        return
+
+
+def take_listings(store, fd: int) -> None:
+    from ..store.array_store import ArrayStore
+    from ..store.base_store import MTIME_TICK_NS
+    from ..store.fragment_listing import LISTED_FOLDERS
+    from ..store.prelisted import Prelisted
+
+    if type(store) is ArrayStore:
+        store.prelisted = Prelisted(fd, LISTED_FOLDERS, MTIME_TICK_NS)
+    else:
+        os.close(fd)  # a group, or a TileDB 0.x array, lists for itself
 
 
 def option_keys(option_strings) -> set:

@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--key-fd", type=int, default=None, help=argparse.SUPPRESS)  # the key from the parent
     p.add_argument("--cache-dir", metavar="DIR", help=CACHE_DIR_HELP)
+    p.add_argument("--listing-fd", type=int, default=None, help=argparse.SUPPRESS)  # folders the parent listed
     p.add_argument("--secrets-fd", type=int, default=None, help=argparse.SUPPRESS)  # secret -o items, from the parent
     p.set_defaults(func=cmd_mount)
 

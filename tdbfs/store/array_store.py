@@ -197,13 +197,35 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     def _list_fragments(self) -> FragmentListing:
         # scandir's d_type answers "is it a folder" without a stat per fragment (100,000 fragments)
-        legacy = [n for n in self._subdirs("")
+        root = self._prelisted("")
+        legacy = [n for n in (root[0] if root else self._subdirs(""))
                   if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n)]
+        listed = self._prelisted(FRAGMENTS_DIR)
+        if listed is not None:
+            return FragmentListing(listed[0], legacy, encoded=listed[1])
         return FragmentListing(self._subdirs(FRAGMENTS_DIR), legacy)
+
+    def encoded_fragment_names(self, names: list[str]) -> list[bytes] | None:
+        """`names`, a list fragment_names() gave, encoded as libfuse takes them, where the listing
+        came with them (prelisted); else None."""
+        with self._lock:
+            hit = self._per_listing.get("fragment listing")
+        if hit is None or hit[1].names is not names:
+            return None
+        return hit[1].encoded
 
     def uncommitted_fragment_paths(self) -> list[str]:
         return self.per_listing("uncommitted", (FRAGMENTS_DIR, "", COMMITS_DIR), lambda: [
             rel for name, rel in self.fragment_index().items() if name not in self.committed_fragment_names()])
+
+    #: the listings `tdbfs mount` took while this daemon started (prelisted.Prelisted), or None
+    prelisted = None
+
+    def _prelisted(self, rel: str) -> tuple[list[str], list[bytes]] | None:
+        """The subfolders of `rel` (names, and encoded) as `tdbfs mount` listed them, if unchanged since."""
+        if self.prelisted is None:
+            return None
+        return self.prelisted.take(rel, lambda: self.storage.stat(rel).mtime_ns)
 
     def _subdirs(self, rel: str) -> list[str]:
         return self.storage.subdirs(rel)

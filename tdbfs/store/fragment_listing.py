@@ -8,18 +8,26 @@ its names: the paths and the name -> path index are built on first use, once per
 from __future__ import annotations
 
 FRAGMENTS_DIR = "__fragments"
+#: the folders a listing is made from (the root for the legacy ones)
+LISTED_FOLDERS = ("", FRAGMENTS_DIR)
 
 
 class FragmentListing:
     """`in_folder`: the sorted names of `__fragments/`; `legacy`: the sorted fragment names at the root.
     Shared by every caller of the store while the folders stay unchanged: callers only read it."""
 
-    __slots__ = ("_in_folder", "_legacy", "_names", "_paths", "_index")
+    __slots__ = ("_in_folder", "_legacy", "_encoded", "_names", "_paths", "_index")
 
-    def __init__(self, in_folder: list[str], legacy: list[str]):
+    def __init__(self, in_folder: list[str], legacy: list[str], encoded: list[bytes] | None = None):
         self._in_folder = in_folder
         self._legacy = legacy
+        self._encoded = encoded  # in_folder as libfuse takes the names, when the lister had them so
         self._names = self._paths = self._index = None
+
+    @property
+    def encoded(self) -> list[bytes] | None:
+        """`names` encoded (UTF-8, surrogateescape), if the listing came so; else None."""
+        return self._encoded if not self._legacy else None
 
     @property
     def names(self) -> list[str]:

@@ -42,8 +42,8 @@ class LazyNodes(Mapping):
     libfuse and their st_mode, without making any node (a FUSE readdir of 100,000
     fragments or 10,000 commit files). `names` may be a list the store shares: it is only read."""
 
-    def __init__(self, names: list[str], get: Callable[[str], Node], mode):
-        self._names, self._get, self._mode = names, get, mode
+    def __init__(self, names: list[str], get: Callable[[str], Node], mode, encoded=None):
+        self._names, self._get, self._mode, self._encoded = names, get, mode, encoded
         self._set = self._dirents = None
 
     def _members(self) -> frozenset:
@@ -70,7 +70,9 @@ class LazyNodes(Mapping):
         """(names as libfuse takes them, st_mode of all or of each), made once per listing: a folder
         listed again while unchanged (`per_listing`) costs no encoding."""
         if self._dirents is None:
-            encoded = [name.encode("utf-8", "surrogateescape") for name in self._names]
+            encoded = self._encoded(self._names) if self._encoded is not None else None
+            if encoded is None:
+                encoded = [name.encode("utf-8", "surrogateescape") for name in self._names]
             mode = self._mode
             self._dirents = (encoded, [mode(name) for name in self._names] if callable(mode) else mode)
         return self._dirents
@@ -81,11 +83,13 @@ class KeyedDir(DynamicDir):
 
     With `exists(name)` (which must agree with `names()`), one entry is found without listing all.
     With `mode`, a listing makes no node, and while `names()` returns the very same list (a listing the
-    store keeps) the same `LazyNodes` serves, with what it prepared.
+    store keeps) the same `LazyNodes` serves, with what it prepared; `encoded(names)` may give that list
+    encoded as libfuse takes it (else None).
     """
 
     def __init__(self, names: Callable[[], list[str]], make: Callable[[str], Node], mtime=None,
-                 exists: Callable[[str], bool] | None = None, mode: int | None = None, keep: int | None = None):
+                 exists: Callable[[str], bool] | None = None, mode: int | None = None, keep: int | None = None,
+                 encoded: Callable[[list[str]], list[bytes] | None] | None = None):
         self._names = names
         self._make_node = make
         self._nodes: OrderedDict[str, Node] = OrderedDict()  # least recently used first
@@ -93,6 +97,7 @@ class KeyedDir(DynamicDir):
         self._exists = exists
         # st_mode of every entry (or a function of its name): a listing then makes no node
         self._mode = mode
+        self._encoded = encoded
         self._listed: LazyNodes | None = None
         self.cheap_child = exists is not None
         super().__init__(self._children, mtime)
@@ -119,7 +124,7 @@ class KeyedDir(DynamicDir):
         if self._mode is not None:
             listed = self._listed
             if listed is None or listed._names is not names:
-                listed = self._listed = LazyNodes(names, self._node, self._mode)
+                listed = self._listed = LazyNodes(names, self._node, self._mode, self._encoded)
             if self._nodes:
                 self._nodes = OrderedDict((n, v) for n, v in self._nodes.items() if n in listed)
             return listed

@@ -9,7 +9,8 @@ import pytest
 import tiledb
 
 import arrays
-from tdbfs.store import ArrayStore, NotAnArrayError, open_array
+from tdbfs.store import ArrayStore, NotAnArrayError
+from tdbfs.store.open_array import open_array
 
 
 def _copy(value):

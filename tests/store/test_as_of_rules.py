@@ -8,7 +8,7 @@ import tiledb
 
 import history_arrays as history
 from tdbfs.format.names import try_parse_name
-from tdbfs.store import open_array
+from tdbfs.store.open_array import open_array
 from tdbfs.store.as_of import metadata_as_of, reader_fragments, schema_as_of
 from tdbfs.store.timeline import distinct_times, timeline
 

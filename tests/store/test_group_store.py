@@ -14,7 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import groups  # noqa: E402
 from tdbfs.check import check_array  # noqa: E402
 from tdbfs.format.array_metadata import MetadataRecord  # noqa: E402
-from tdbfs.store import ArrayStore, open_array  # noqa: E402
+from tdbfs.store import ArrayStore  # noqa: E402
+from tdbfs.store.open_array import open_array  # noqa: E402
 from tdbfs.store.group_store import Cycle, GroupStore, MemberError  # noqa: E402
 
 

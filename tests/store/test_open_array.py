@@ -8,7 +8,8 @@ import pytest
 import tiledb
 
 import legacy0x_arrays as Z
-from tdbfs.store import ArrayStore, NotAnArrayError, open_array
+from tdbfs.store import ArrayStore, NotAnArrayError
+from tdbfs.store.open_array import open_array
 from tdbfs.store.legacy0x import Legacy0xArrayStore, Legacy0xWorkspaceStore
 
 
