@@ -416,6 +416,10 @@ def test_a_walk_of_fragment_folders_stays_bounded(many, monkeypatch):
         assert store.cache.size_bytes <= 512 << 10
     assert sizes["footer.yaml", len(_read(ops.root, f"fragments/{names[0]}/footer.yaml"))] == 600
     assert store._problem_logs == {} and len(store._parsed) <= 4   # nothing kept per fragment
+    # each fragment.yaml found its commit file by lstat: no map of all 2,000 fragments' commits is made
+    assert "committed" not in store._per_listing
+    shown = yaml.safe_load(_read(ops.root, f"fragments/{names[9]}/fragment.yaml"))
+    assert (shown["committed"], shown["commit_file"]) == (True, f"__commits/{names[9]}.wrt")
     # cells.csv, sized exactly at stat (its tiles rendered), reads TileDB's cells of the fragment
     where = f"/fragments/{names[5]}/cells.csv"
     fh = ops.open(where, os.O_RDONLY)

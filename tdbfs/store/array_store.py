@@ -277,19 +277,51 @@ class ArrayStore(MetadataFiles, BaseStore):
             if base.endswith(".wrt") or base.endswith(".ok"):
                 out[base.rsplit(".", 1)[0]] = rel
             elif base.endswith(".con"):
-                try:
-                    con = self.consolidated_commits(rel)
-                    for entry in con.entries:
-                        p = entry.path.rsplit("/", 1)[-1]
-                        if p.endswith(".wrt"):
-                            out.setdefault(p[:-4], rel)
-                except Exception as exc:  # recorded, the rest still works
-                    self.problems.add_error(exc, rel, "consolidated commits")
+                self._add_consolidated(out, rel)
         # Formats 1-4 had no marker: a root fragment folder with its metadata file counts as committed.
         for n in self.listdir(""):
             if n not in out and _legacy_unmarked(n) and self.isfile(f"{n}/{FRAGMENT_METADATA_FILE}"):
                 out[n] = f"{n}/{FRAGMENT_METADATA_FILE}"
         return out
+
+    def _add_consolidated(self, out: dict[str, str], rel: str) -> None:
+        """The fragments the `.con` file `rel` commits, into `out` where they are not yet."""
+        try:
+            for entry in self.consolidated_commits(rel).entries:
+                p = entry.path.rsplit("/", 1)[-1]
+                if p.endswith(".wrt"):
+                    out.setdefault(p[:-4], rel)
+        except Exception as exc:  # recorded, the rest still works
+            self.problems.add_error(exc, rel, "consolidated commits")
+
+    def commit_file_of(self, name: str) -> str | None:
+        """committed_fragment_names().get(name), without making that map of every fragment unless a
+        summary's pass keeps it (fragment.yaml of one among 100,000 fragments: the map is 14 MB). The
+        map's order decides alike: a `.wrt` or `.ok` file (the last in commit_files' order: the root's
+        `.ok`, then `__commits/`'s `.wrt`, then its `.ok`), else the first `.con` file that lists the
+        fragment, else the rule of formats 1-4."""
+        kept = self.kept_committed_fragment_names()
+        if kept is not None:
+            return kept.get(name)
+        for rel in (f"{name}.ok", f"{COMMITS_DIR}/{name}.wrt", f"{COMMITS_DIR}/{name}.ok"):
+            if self.isfile(rel):
+                return rel
+        hit = self._consolidated_committed().get(name)
+        if hit is not None:
+            return hit
+        if _legacy_unmarked(name) and name in self.listdir("") and self.isfile(f"{name}/{FRAGMENT_METADATA_FILE}"):
+            return f"{name}/{FRAGMENT_METADATA_FILE}"
+        return None
+
+    def _consolidated_committed(self) -> dict[str, str]:
+        """Fragment name -> the first `.con` file that commits it."""
+        def make():
+            out: dict[str, str] = {}
+            for rel in self.commit_files():
+                if rel.endswith(".con"):
+                    self._add_consolidated(out, rel)
+            return out
+        return self.per_listing("consolidated committed", self.COMMIT_FOLDERS, make)
 
     def vacuum_lists(self) -> dict[str, str]:
         """Fragment name -> the vacuum file (`.vac`) that lists it as obsolete."""

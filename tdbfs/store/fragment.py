@@ -49,12 +49,9 @@ class Fragment(FragmentFolder):
             raise FormatError(self.rel, "fragment name", exc.offset, exc.message) from None
 
     def is_committed(self) -> bool:
-        # in a summary's pass over 100,000 fragments the commits listed already answer; else one lstat
-        # answers for the usual case, without listing the commits of 100,000 fragments
-        committed = self.store.kept_committed_fragment_names()
-        if committed is None and self.store.isfile(f"__commits/{self.name}.wrt"):
-            return True
-        return self.name in (committed if committed is not None else self.store.committed_fragment_names())
+        # in a summary's pass over 100,000 fragments the commits listed already answer; else an lstat
+        # or two, without a map of the commits of 100,000 fragments
+        return self.store.commit_file_of(self.name) is not None
 
     # -- footer, schema, fields ------------------------------------------------
     def metadata_bytes(self) -> bytes:

@@ -470,10 +470,10 @@ class TileDBViews:
         if special:
             out["special_files"] = {e.name: e.kind + (f" -> {e.target}" if e.target is not None else "")
                                     for e in special}
-        commits = frag.store.committed_fragment_names()
-        out["committed"] = frag.name in commits
-        if frag.name in commits:
-            out["commit_file"] = commits[frag.name]
+        commit = frag.store.commit_file_of(frag.name)
+        out["committed"] = commit is not None
+        if commit is not None:
+            out["commit_file"] = commit
         vacuumed_by = frag.store.vacuum_lists().get(frag.name)
         out["to_vacuum"] = vacuumed_by is not None
         if vacuumed_by:

@@ -9,6 +9,7 @@ import pytest
 import tiledb
 
 import arrays
+import corpus
 from tdbfs.store import ArrayStore, NotAnArrayError
 from tdbfs.store.open_array import open_array
 
@@ -109,3 +110,36 @@ def test_where_the_array_files_live(array_factory):
     enums = open_array(str(array_factory("enumerations").path))
     assert enums.has_enumerations()
     assert [enums.enumeration_path(os.path.basename(f)) for f in enums.enumeration_files()] == enums.enumeration_files()
+
+
+def _agreeing_stores(tmp_path):
+    """Arrays of every way a fragment is marked committed: the corpus of TileDB releases (formats 1-4
+    with no marker, root .ok files, __commits/*.wrt) and commits consolidated by tiledb-py (.con beside
+    the .wrt files it holds, then alone after vacuuming, then with fragments consolidated on top)."""
+    paths = [p for _, p in corpus.arrays()]
+    for i, (vacuum_commits, then_fragments) in enumerate([(False, False), (True, False), (True, True)]):
+        built = arrays.build_commits(tmp_path / f"commits{i}", vacuum_commits=vacuum_commits,
+                                     then_fragments=then_fragments)
+        paths.append(str(built.path))
+    return paths
+
+
+def test_the_commit_of_one_fragment_is_the_one_the_map_of_all_gives(tmp_path):
+    """commit_file_of(name), made from an lstat or two and the .con files, names the same commit file as
+    the map of every fragment (committed_fragment_names), for every fragment and for a name of none."""
+    checked = kinds = 0
+    seen = set()
+    for path in _agreeing_stores(tmp_path):
+        store = open_array(path)
+        if type(store) is not ArrayStore:
+            continue
+        full = ArrayStore(path).committed_fragment_names()
+        names = store.fragment_names() + ["__1_2_0123456789abcdef0123456789abcdef_22", "__fragment_metadata"]
+        assert {n: store.commit_file_of(n) for n in names} == {n: full.get(n) for n in names}, path
+        assert all(ArrayStore(path).fragment(rel).is_committed() == (os.path.basename(rel) in full)
+                   for rel in store.fragment_paths())
+        checked += len(names)
+        seen.update(os.path.splitext(c)[1] or "folder" for c in full.values())
+        kinds += 1
+    assert kinds >= 20 and checked > 40
+    assert {".wrt", ".ok", ".con"} <= seen, seen
