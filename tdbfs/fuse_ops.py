@@ -4,7 +4,8 @@ Everything the kernel asks for is answered from the nodes of `tdbfs.views.nodes`
 
 * ``getattr``  -> mode (write bits cleared, masked by ``perm_mask``), exact ``st_size`` from
   ``node.size()``, ``st_mtime`` from ``node.mtime()``, the mounting user's uid/gid;
-* ``readdir``  -> names with their ``st_mode`` (so ``find``/``ls`` need no per-entry lookup);
+* ``readdir``  -> names with their ``st_mode`` (so ``find``/``ls`` need no per-entry lookup); in a
+  READDIRPLUS of a small folder, its subfolders with their attributes too (no LOOKUP to walk in);
 * ``open``/``read``/``release`` -> a handle table: a path is resolved once per open, and a
   rendered file that can change is rendered once per open (``node.fresh()``);
 * every write-type operation -> ``EROFS``.
@@ -646,6 +647,18 @@ class TdbfsOperations(_OperationsBase):
             entries.extend(zip(decoded, modes, itertools.repeat(0)))
         return entries
 
+    def entry_stat(self, path: str, name: bytes):
+        """The attributes of entry `name` of the folder at `path` as GETATTR would give them (and its
+        attribute timeout set for libfuse's reply, `_attr_timeout_for`), in a c_stat; None when
+        GETATTR would fail."""
+        try:
+            attrs = self.getattr(f"{path.rstrip('/')}/{name.decode('utf-8', 'surrogateescape')}")
+        except FuseOSError:
+            return None
+        st = mfusepy.c_stat()
+        mfusepy.set_st_attrs(st, attrs, use_ns=self.use_ns)
+        return st
+
     def opendir(self, path):
         fh = next(self._fh_counter)
         self._dir_handles[fh] = None
@@ -859,7 +872,8 @@ def _fuse_class():
 
         def readdir_fuse_3(self, path, buf, filler, offset, fip, flags):
             fill = ctypes.cast(filler, _FILLER_3)
-            return _fill_dir(self.operations, path, fill, ctypes.c_void_p(buf), offset, fip.contents.fh, _NO_FILL_FLAGS)
+            return _fill_dir(self.operations, path, fill, ctypes.c_void_p(buf), offset, fip.contents.fh, _NO_FILL_FLAGS,
+                             plus=bool(flags & _READDIR_PLUS))
 
     return _Fuse
 
@@ -873,16 +887,34 @@ _FILLER_3 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, cty
 #: libfuse 3's fill flags, none (not FUSE_FILL_DIR_PLUS), as a ctypes value: passed as is, where a Python
 #: int is converted at every call (a tenth of the loop)
 _NO_FILL_FLAGS = ctypes.c_int(0)
+#: libfuse 3's readdir flag FUSE_READDIR_PLUS (the kernel sent READDIRPLUS), and its fill flag
+#: FUSE_FILL_DIR_PLUS (this entry's stat is complete: libfuse makes its node, the kernel its dentry)
+_READDIR_PLUS = 1
+_FILL_DIR_PLUS = ctypes.c_int(2)
+#: what a READDIRPLUS reply holds at least (a page), and what each entry takes of it: a struct
+#: fuse_direntplus and the name, padded to 8 bytes (fuse_kernel.h)
+_PLUS_REPLY = 4096
+_DIRENTPLUS_SIZE = 152
 
 
-def _fill_dir(operations, path, filler, buf, offset, fh, *flags) -> int:
+def _fits_one_plus_reply(names) -> bool:
+    return sum(_DIRENTPLUS_SIZE + ((len(n) + 7) & ~7) for n in names) + 2 * (_DIRENTPLUS_SIZE + 8) <= _PLUS_REPLY
+
+
+def _fill_dir(operations, path, filler, buf, offset, fh, *flags, plus=False) -> int:
     """Hand the entries of an open folder from `offset` on to libfuse's filler, each with the offset of
     the next: libfuse then writes them straight into the reply (no copy of the listing of its own) and
     says when the reply is full, and the kernel asks again from there. mfusepy's loop (offsets 0) built
     a tuple and encoded a name per entry, and libfuse copied each into a list of its own (a malloc and a
-    strdup) before the first reply: 0.3 s of the daemon's 0.4 s for `ls` of 100,000 fragments."""
-    names, modes = operations.dirents(None if path is None else path.decode("utf-8", "surrogateescape"),
-                                      fh, offset)
+    strdup) before the first reply: 0.3 s of the daemon's 0.4 s for `ls` of 100,000 fragments.
+
+    With `plus` (a READDIRPLUS), the subfolders of a folder listed whole in one reply come with their
+    attributes: the kernel then walks into them without a LOOKUP each (`find` and `ls -R` walk a
+    fragment's 10 folders in 10 round trips fewer of about 55). A listing that may not fit in one
+    reply gets none: libfuse counts a lookup for an entry with attributes even when it does not fit,
+    and never learns that the kernel did not see it."""
+    path = None if path is None else path.decode("utf-8", "surrogateescape")
+    names, modes = operations.dirents(path, fh, offset)
     st = mfusepy.c_stat()
     at = ctypes.c_void_p(ctypes.addressof(st))
     fill = functools.partial(filler, buf)
@@ -891,6 +923,17 @@ def _fill_dir(operations, path, filler, buf, offset, fh, *flags) -> int:
         for off, name in ((1, b"."), (2, b".."))[offset:]:
             if fill(name, at, off, *flags):
                 return 0
+    if plus and offset == 0 and path is not None and not isinstance(modes, int) and _fits_one_plus_reply(names):
+        for off, name, mode in zip(itertools.count(3), names, modes):
+            sub = operations.entry_stat(path, name) if stat.S_ISDIR(mode) else None
+            if sub is not None:
+                full = fill(name, ctypes.c_void_p(ctypes.addressof(sub)), off, _FILL_DIR_PLUS)
+            else:
+                st.st_mode = mode
+                full = fill(name, at, off, *flags)
+            if full:
+                break
+        return 0
     start = max(offset, 2)
     rest = itertools.islice(names, start - 2, None)
     if isinstance(modes, int):

@@ -35,7 +35,7 @@ import yaml
 
 import tdbfs.store.base_store as base_store_module
 import tdbfs.views.tree as tree_module
-from tdbfs.fuse_ops import FuseOSError, TdbfsOperations, mfusepy
+from tdbfs.fuse_ops import FuseOSError, TdbfsOperations, access_mask, mfusepy
 from tdbfs.store import ArrayStore
 from tdbfs.store.as_of import LINKS_LISTED
 from tdbfs.store.storage.local import LocalStorage
@@ -242,6 +242,39 @@ def test_readdir_continues_from_the_offset_libfuse_asks_for(many):
     assert fh not in ops._dir_handles
 
 
+def test_a_readdirplus_of_a_small_folder_gives_its_subfolders_attributes(many):
+    """With READDIRPLUS, a folder that fits in one reply hands each subfolder to libfuse with the
+    attributes GETATTR gives (FUSE_FILL_DIR_PLUS) and its files by type alone; fragments/ of 2,000 names,
+    which may span replies, hands none (libfuse would count lookups the kernel never saw)."""
+    from tdbfs.fuse_ops import _FILLER_3, _NO_FILL_FLAGS, _fill_dir
+    path, names = many
+    ops = TdbfsOperations(build_root(ArrayStore(str(path))))
+
+    def listed(where):
+        got = []
+
+        def fill(buf, name, st_address, off, flags):
+            st = ctypes.cast(st_address, ctypes.POINTER(mfusepy.c_stat)).contents
+            got.append((name.decode(), flags, st.st_mode, st.st_nlink, st.st_size,
+                        st.st_mtimespec.tv_sec * 10**9 + st.st_mtimespec.tv_nsec))
+            return 0
+
+        assert _fill_dir(ops, where.encode(), _FILLER_3(fill), ctypes.c_void_p(0), 0, ops.opendir(where),
+                         _NO_FILL_FLAGS, plus=True) == 0
+        return got
+
+    got = listed(f"/fragments/{names[3]}")
+    assert [g[0] for g in got] == [".", ".."] + [e[0] for e in ops.readdir(f"/fragments/{names[3]}", 0)[2:]]
+    plus = {g[0]: g[2:] for g in got if g[1] == 2}
+    assert {"attrs", "rtree", "raw", "layout", "hex"} <= set(plus)
+    for name, shown in plus.items():
+        own = ops.getattr(f"/fragments/{names[3]}/{name}")
+        assert stat.S_ISDIR(own["st_mode"])
+        assert shown == (own["st_mode"], own["st_nlink"], own["st_size"], own["st_mtime"])
+    assert all(stat.S_ISREG(g[2]) for g in got if g[1] == 0 and g[0] not in (".", ".."))
+    assert {g[1] for g in listed("/fragments")} == {0}
+
+
 @pytest.mark.parametrize("libfuse", [3, 2])
 def test_ls_of_a_mount_lists_every_fragment_once_in_order(many, mount, libfuse):
     """Through libfuse 3 and 2, a listing of 2,000 fragments (several READDIR requests, each continuing at
@@ -443,6 +476,56 @@ def test_as_of_lists_a_linear_number_of_symlinks(many):
     assert sorted(typed) == sorted(n for n in names if _time(n) <= 5)
     reader = yaml.safe_load(_read(ops.root, "as_of/5/reader.yaml"))
     assert sorted(reader["fragments_read"]) == sorted(typed)
+
+
+_FUSE_OPCODES = {1: "LOOKUP", 3: "GETATTR", 27: "OPENDIR", 28: "READDIR", 44: "READDIRPLUS"}
+
+
+def _fuse_requests(strace_log: str) -> collections.Counter:
+    """The requests the daemon read from /dev/fuse, by opcode (struct fuse_in_header: u32 len, u32 opcode),
+    from `strace -e trace=read -xx -s 16`."""
+    seen = collections.Counter()
+    for m in re.finditer(r'read\(\d+, "((?:\\x[0-9a-f]{2}){8})', strace_log):
+        head = bytes.fromhex(m.group(1).replace("\\x", ""))
+        seen[_FUSE_OPCODES.get(int.from_bytes(head[4:8], "little"), "other")] += 1
+    return seen
+
+
+def test_find_walks_into_a_fragments_folders_without_a_lookup_each(tmp_path, mount):
+    """A READDIRPLUS of a small folder gives the kernel its subfolders' attributes, the very ones GETATTR
+    gives: `find` walks a fragment's 10 folders with no LOOKUP for each (strace of the daemon's requests)."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    path = tmp_path / "arr"
+    names = make_fragments(path, 3)
+    mnt = mount(path)
+    [pid] = daemon_pids(mnt, spawned_only=True)
+    assert sorted(os.listdir(mnt / "fragments")) == names
+    log = tmp_path / "strace.log"
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=read", "-xx", "-s", "16", "-o", str(log),
+                               "-p", str(pid)], stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if _tracer_of(pid):
+                break
+            time.sleep(0.05)
+        assert _tracer_of(pid)
+        walked = subprocess.run(["find", str(mnt / "fragments" / names[1])], capture_output=True, text=True,
+                                check=True, timeout=60).stdout.splitlines()
+    finally:
+        tracer.terminate()
+        tracer.wait(timeout=30)
+    requests = _fuse_requests(log.read_text())
+    ops = TdbfsOperations(build_root(ArrayStore(str(path))), perm_mask=access_mask(str(path)))
+    inside = [w[len(str(mnt)):] for w in walked]
+    folders = [p for p in inside if stat.S_ISDIR(ops.getattr(p)["st_mode"])]
+    assert len(folders) >= 10 and len(inside) > 50
+    assert requests["READDIRPLUS"] == len(folders)
+    assert requests["LOOKUP"] <= 1, requests   # was one per folder and the fragment's own
+    for where in folders:   # what the kernel holds from the listing is what GETATTR gives
+        shown, own = os.stat(str(mnt) + where), ops.getattr(where)
+        assert (shown.st_mode, shown.st_nlink, shown.st_size, shown.st_mtime_ns) == \
+            (own["st_mode"], own["st_nlink"], own["st_size"], own["st_mtime"]), where
 
 
 def test_find_prints_a_footer_at_once_having_opened_a_handful_of_files(tmp_path, mount):
