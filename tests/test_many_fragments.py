@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import errno
 import os
@@ -82,6 +83,23 @@ def age(path) -> None:
 def _tracer_of(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         return int(next(line for line in f if line.startswith("TracerPid:")).split()[1])
+
+
+@contextlib.contextmanager
+def _straced(pid: int, log, *options):
+    """strace, with `options`, attached to the daemon `pid` and writing `log` while the block runs."""
+    tracer = subprocess.Popen(["strace", "-f", "-qq", *options, "-o", str(log), "-p", str(pid)],
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):   # attached once the daemon has a tracer
+            if _tracer_of(pid):
+                break
+            time.sleep(0.05)
+        assert _tracer_of(pid)
+        yield
+    finally:
+        tracer.terminate()
+        tracer.wait(timeout=30)
 
 
 class CountingStorage(LocalStorage):
@@ -502,19 +520,9 @@ def test_find_walks_into_a_fragments_folders_without_a_lookup_each(tmp_path, mou
     [pid] = daemon_pids(mnt, spawned_only=True)
     assert sorted(os.listdir(mnt / "fragments")) == names
     log = tmp_path / "strace.log"
-    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=read", "-xx", "-s", "16", "-o", str(log),
-                               "-p", str(pid)], stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            if _tracer_of(pid):
-                break
-            time.sleep(0.05)
-        assert _tracer_of(pid)
+    with _straced(pid, log, "-e", "trace=read", "-xx", "-s", "16"):
         walked = subprocess.run(["find", str(mnt / "fragments" / names[1])], capture_output=True, text=True,
                                 check=True, timeout=60).stdout.splitlines()
-    finally:
-        tracer.terminate()
-        tracer.wait(timeout=30)
     requests = _fuse_requests(log.read_text())
     ops = TdbfsOperations(build_root(ArrayStore(str(path))), perm_mask=access_mask(str(path)))
     inside = [w[len(str(mnt)):] for w in walked]
@@ -536,20 +544,10 @@ def test_find_prints_a_footer_at_once_having_opened_a_handful_of_files(tmp_path,
     mnt = mount(path)
     [pid] = daemon_pids(mnt, spawned_only=True)
     log = tmp_path / "strace.log"
-    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=openat", "-o", str(log), "-p", str(pid)],
-                              stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):   # attached once the daemon has a tracer
-            if _tracer_of(pid):
-                break
-            time.sleep(0.05)
-        assert _tracer_of(pid)
+    with _straced(pid, log, "-e", "trace=openat"):
         # the first footer found, and find stops there: what `find | head -1` waits for
         find = subprocess.run(["find", str(mnt), "-name", "footer.yaml", "-print", "-quit"], capture_output=True,
                               text=True, timeout=120)
-    finally:
-        tracer.terminate()
-        tracer.wait(timeout=30)
     first = find.stdout.strip()
     assert re.fullmatch(re.escape(str(mnt)) + r"/fragments/__\d+_\d+_[0-9a-f]{32}_\d+/footer\.yaml", first)
     name = first.split("/")[-2]
