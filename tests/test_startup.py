@@ -201,6 +201,31 @@ def test_the_mount_command_itself_loads_neither_numpy_nor_the_store(tmp_path):
         assert not is_mounted(mnt), log
 
 
+STUCK_LISTING = textwrap.dedent("""
+    import sys, threading
+    import tdbfs.cli.mount as mount
+    mount.list_fragments = lambda array, fd: threading.Event().wait()   # a folder that never lists
+    from tdbfs.cli.main import main
+    print(main(["mount", sys.argv[1], sys.argv[2]]))
+""")
+
+
+def test_a_listing_that_never_ends_does_not_hold_up_the_mount(tmp_path):
+    """The fragment folders `tdbfs mount` lists for its daemon are waited for a second at most: on a
+    folder that never lists the mount still returns, and its daemon lists the fragments itself."""
+    path = _dense(tmp_path, 2)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        res = subprocess.run([sys.executable, "-c", STUCK_LISTING, str(path), str(mnt)], capture_output=True,
+                             text=True, timeout=60)
+        assert res.returncode == 0 and res.stdout.split() == ["0"], res.stderr
+        assert sorted(os.listdir(mnt / "fragments")) == sorted(os.listdir(path / "__fragments"))
+    finally:
+        log = unmount(mnt)
+        assert not is_mounted(mnt), log
+
+
 # -- footer.yaml and other simple YAML without PyYAML (tdbfs/views/simple_yaml.py) -------------
 
 def _pyyaml(data) -> str:

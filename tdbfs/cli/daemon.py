@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from .. import __version__
@@ -27,6 +28,10 @@ MALLOC_ENV = {
 
 
 MOUNT_WAIT_S = 10.0
+#: how long a mount waits for the folder listings it takes for its daemon (store/prelisted.py):
+#: 100,000 local fragments take about 0.15 s, as long as the daemon's start-up; a slower folder is
+#: left to the daemon rather than hold up the mount
+LISTING_WAIT_S = 1.0
 
 
 def read_key_fd(fd: int):
@@ -135,8 +140,9 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
 
     `check()`, run once the daemon is started, may raise CliError: the daemon is then stopped.
     `key` (an EncryptionKey) reaches the daemon through a pipe it reads once (--key-fd).
-    `listing(fd)`, run while the daemon starts, writes the folder listings it takes into the memfd
-    `fd`, which the daemon reads on its first listing of them (--listing-fd; store/prelisted.py)."""
+    `listing(fd)`, run on a thread while the daemon starts, writes the folder listings it takes into
+    the memfd `fd`, which the daemon reads on its first listing of them (--listing-fd;
+    store/prelisted.py); it is waited for LISTING_WAIT_S at most."""
     from .remote_options import fuse_items, remote_items, write_secrets
 
     cmd = [sys.executable, "-S", "-m", "tdbfs.cli", "mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
@@ -180,17 +186,31 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
         for fd in pass_fds:
             if fd != listing_fd:
                 os.close(fd)
-    try:
-        if check is not None:
+    if check is not None:
+        try:
             check()
-        if listing_fd is not None:
-            listing(listing_fd)
-    except BaseException:
-        stop_daemon(proc, mnt)
-        raise
+        except BaseException:
+            stop_daemon(proc, mnt)
+            raise
+    if listing_fd is not None:
+        # on a thread only to bound the wait: this thread waits for it idle (polling the mount meanwhile
+        # would contend with it for the GIL). The daemon holds its own descriptor of the memfd, and one
+        # left half written (a thread still at it when this process exits) has no header: the daemon
+        # lists for itself
+        lister = threading.Thread(target=_list_into, args=(listing, listing_fd), name="tdbfs-prelist", daemon=True)
+        lister.start()
+        lister.join(LISTING_WAIT_S)
+    return _wait_for_mount(args, proc, mnt)
+
+
+def _list_into(listing, fd: int) -> None:
+    try:
+        listing(fd)
     finally:
-        if listing_fd is not None:
-            os.close(listing_fd)
+        os.close(fd)
+
+
+def _wait_for_mount(args, proc, mnt: str) -> int:
     deadline = time.monotonic() + MOUNT_WAIT_S
     captured = bytearray()
     fd = proc.stderr.fileno()
