@@ -85,6 +85,18 @@ def _tracer_of(pid: int) -> int:
         return int(next(line for line in f if line.startswith("TracerPid:")).split()[1])
 
 
+def _mounted_to_trace(tmp_path, mount, n: int):
+    """(array, its fragment names, mount point, daemon pid, strace log path) of a fresh mount of n
+    fragments; the test is skipped without strace."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    path = tmp_path / "arr"
+    names = make_fragments(path, n)
+    mnt = mount(path)
+    [pid] = daemon_pids(mnt, spawned_only=True)
+    return path, names, mnt, pid, tmp_path / "strace.log"
+
+
 @contextlib.contextmanager
 def _straced(pid: int, log, *options):
     """strace, with `options`, attached to the daemon `pid` and writing `log` while the block runs."""
@@ -512,14 +524,8 @@ def _fuse_requests(strace_log: str) -> collections.Counter:
 def test_find_walks_into_a_fragments_folders_without_a_lookup_each(tmp_path, mount):
     """A READDIRPLUS of a small folder gives the kernel its subfolders' attributes, the very ones GETATTR
     gives: `find` walks a fragment's 10 folders with no LOOKUP for each (strace of the daemon's requests)."""
-    if shutil.which("strace") is None:
-        pytest.skip("strace is not installed")
-    path = tmp_path / "arr"
-    names = make_fragments(path, 3)
-    mnt = mount(path)
-    [pid] = daemon_pids(mnt, spawned_only=True)
+    path, names, mnt, pid, log = _mounted_to_trace(tmp_path, mount, 3)
     assert sorted(os.listdir(mnt / "fragments")) == names
-    log = tmp_path / "strace.log"
     with _straced(pid, log, "-e", "trace=read", "-xx", "-s", "16"):
         walked = subprocess.run(["find", str(mnt / "fragments" / names[1])], capture_output=True, text=True,
                                 check=True, timeout=60).stdout.splitlines()
@@ -537,13 +543,7 @@ def test_find_walks_into_a_fragments_folders_without_a_lookup_each(tmp_path, mou
 
 
 def test_find_prints_a_footer_at_once_having_opened_a_handful_of_files(tmp_path, mount):
-    if shutil.which("strace") is None:
-        pytest.skip("strace is not installed")
-    path = tmp_path / "arr"
-    names = make_fragments(path, 5000)
-    mnt = mount(path)
-    [pid] = daemon_pids(mnt, spawned_only=True)
-    log = tmp_path / "strace.log"
+    path, names, mnt, pid, log = _mounted_to_trace(tmp_path, mount, 5000)
     with _straced(pid, log, "-e", "trace=openat"):
         # the first footer found, and find stops there: what `find | head -1` waits for
         find = subprocess.run(["find", str(mnt), "-name", "footer.yaml", "-print", "-quit"], capture_output=True,
