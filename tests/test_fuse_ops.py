@@ -18,8 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from tdbfs import fuse_ops
-from tdbfs.fuse_ops import FuseOptions, FuseOSError, TdbfsOperations
+from tdbfs import fuse_ops, fuse_setup
+from tdbfs.fuse_ops import FuseOSError, TdbfsOperations
+from tdbfs.fuse_setup import FuseOptions
 from tdbfs.views.nodes import FOREVER, BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -418,13 +419,13 @@ def test_access_mask():
             d = os.path.join(top, f"a{mode:o}")
             os.mkdir(d)
             os.chmod(d, mode)
-            assert fuse_ops.access_mask(d) == mask, oct(mode)
+            assert fuse_setup.access_mask(d) == mask, oct(mode)
         # an ancestor only its owner may walk: group and others get nothing
         open_one = os.path.join(top, "a755")
         os.chmod(top, 0o700)
-        assert fuse_ops.access_mask(open_one) == 0o500
+        assert fuse_setup.access_mask(open_one) == 0o500
         os.chmod(top, 0o710)
-        assert fuse_ops.access_mask(open_one) == 0o550
+        assert fuse_setup.access_mask(open_one) == 0o550
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -440,9 +441,9 @@ def _ancestors(path):
 
 
 def test_default_fsname_and_escaping(tmp_path):
-    assert fuse_ops.default_fsname("rel/arr") == os.path.abspath("rel/arr")
-    assert fuse_ops.default_fsname("/data/a b,c") == "/data/a b,c"
-    assert fuse_ops.default_fsname("/data/a\nb") == "tdbfs"
+    assert fuse_setup.default_fsname("rel/arr") == os.path.abspath("rel/arr")
+    assert fuse_setup.default_fsname("/data/a b,c") == "/data/a b,c"
+    assert fuse_setup.default_fsname("/data/a\nb") == "tdbfs"
     kw = FuseOptions(fsname="/data/a b,c\\d").fuse_kwargs()
     assert kw["fsname"] == "/data/a b\\,c\\\\d"
 
@@ -530,10 +531,10 @@ def test_fuse_options_parse():
 def test_library_choice_prefers_fuse3(monkeypatch):
     monkeypatch.delenv("FUSE_LIBRARY_PATH", raising=False)
     monkeypatch.delenv("TDBFS_LIBFUSE", raising=False)
-    major, path = fuse_ops.choose_libfuse()
+    major, path = fuse_setup.choose_libfuse()
     assert major == 3 and "fuse3" in path
     monkeypatch.setenv("TDBFS_LIBFUSE", "2")
-    major, path = fuse_ops.choose_libfuse()
+    major, path = fuse_setup.choose_libfuse()
     assert major == 2 and "libfuse.so.2" in path
     assert fuse_ops.libfuse_version()[0] == 3  # what this process loaded
     assert "FUSE_LIBRARY_PATH" not in os.environ  # the import left the environment alone
@@ -547,7 +548,8 @@ SERVE = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     import test_fuse_ops as t
-    from tdbfs.fuse_ops import serve, FuseOptions
+    from tdbfs.fuse_ops import serve
+    from tdbfs.fuse_setup import FuseOptions
     root = t.{make}({backing!r}, many={many})
     serve(root, {mnt!r}, FuseOptions.parse({opts!r}), on_init=lambda: print("READY", file=sys.stderr, flush=True),
           perm_mask={perm_mask})

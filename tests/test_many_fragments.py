@@ -36,7 +36,8 @@ import yaml
 
 import tdbfs.store.base_store as base_store_module
 import tdbfs.views.tree as tree_module
-from tdbfs.fuse_ops import FuseOSError, TdbfsOperations, access_mask, mfusepy
+from tdbfs.fuse_ops import FuseOSError, TdbfsOperations, mfusepy
+from tdbfs.fuse_setup import access_mask
 from tdbfs.store import ArrayStore
 from tdbfs.store.as_of import LINKS_LISTED
 from tdbfs.store.storage.local import LocalStorage

@@ -366,11 +366,11 @@ STARTUP = textwrap.dedent("""
     def no_subprocess(*a, **k):
         raise AssertionError("a subprocess at start-up: " + repr(a[0] if a else k.get("args")))
     subprocess.Popen = no_subprocess
-    from tdbfs import cli, fuse_ops
+    from tdbfs import cli, fuse_ops, fuse_setup  # noqa: F401 - imported as the daemon imports it
     from tdbfs.store import ArrayStore
     from tdbfs.views.nodes import resolve
     from tdbfs.views.tree import build_root
-    major, path = fuse_ops.choose_libfuse()
+    major, path = fuse_setup.choose_libfuse()
     root = build_root(ArrayStore(sys.argv[1]))
     names = list(resolve(root, "fragments").children())
     first = sorted(m for m in ("yaml", "zstandard", "lz4", "blosc", "cryptography", "PIL", "hashlib")

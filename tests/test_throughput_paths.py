@@ -46,7 +46,7 @@ from tdbfs.cli.main import BLAS_ENV
 from tdbfs.format import zstd_tile
 from tdbfs.format.errors import FormatError
 from tdbfs.format.tile import parse_chunk_headers, unfilter_tile
-from tdbfs.fuse_ops import choose_libfuse
+from tdbfs.fuse_setup import choose_libfuse
 from tdbfs.store import ArrayStore
 from tdbfs.views.fragment_views import DECODE_AHEAD_MIN
 from tdbfs.views.nodes import resolve
@@ -282,7 +282,7 @@ def test_the_malloc_and_blas_settings_reach_the_daemon(sparse_array, mount):
 
 
 def test_read_ahead_kb_is_an_option_of_tdbfs_not_of_libfuse():
-    from tdbfs.fuse_ops import FuseOptions
+    from tdbfs.fuse_setup import FuseOptions
     assert FuseOptions().read_ahead_kb == 1024
     opts = FuseOptions.parse(["read_ahead_kb=0,allow_other"])
     assert opts.read_ahead_kb == 0 and "read_ahead_kb" not in opts.fuse_kwargs()
@@ -578,7 +578,7 @@ def test_a_direct_io_mount_keeps_tiles_it_served(dense_array, mount):
     """With direct_io the kernel keeps no page: a tile read again comes from the daemon's cache, not
     decoded again (the daemon reads none of the data file the second time), even past what is kept of
     tiles served to their end on other mounts (3 tiles of 2 MiB)."""
-    from tdbfs.fuse_ops import FuseOptions
+    from tdbfs.fuse_setup import FuseOptions
     assert FuseOptions.parse(["direct_io"]).page_cache() is False and FuseOptions.parse([]).page_cache() is True
     assert DENSE_TILES * DENSE_TILE * 4 > cache_module.SERVED_KEEP
     path, name, expected = dense_array

@@ -73,6 +73,7 @@ def _setup_logging(log_file: str | None, debug: bool) -> None:
 def run_daemon(args, store, mnt: str, options) -> int:
     """The daemon itself: serve until unmounted."""
     from .. import fuse_ops
+    from ..fuse_setup import access_mask
     from ..views.tree import build_root
 
     log_file = os.path.abspath(args.log) if args.log else None
@@ -101,7 +102,7 @@ def run_daemon(args, store, mnt: str, options) -> int:
             os.close(fd)
 
     try:
-        perm_mask = fuse_ops.access_mask(store.path)
+        perm_mask = access_mask(store.path)
     except OSError:
         perm_mask = 0o500  # cannot tell who else may read the array: only its mounter
     logging.getLogger("tdbfs").info("tdbfs %s: serving %s on %s (cache %d MiB, pid %d, modes %s)",

@@ -17,13 +17,14 @@ def cmd_mount(args) -> int:
     mnt = os.path.abspath(args.mountpoint)
     if args.foreground:
         from .. import fuse_ops
+        from ..fuse_setup import default_fsname
         # before numpy or the store start threads that would otherwise take the signal
         fuse_ops.catch_stop_signals()
         key = read_key_fd(args.key_fd) if args.key_fd is not None else None
         secrets = read_secrets(args.secrets_fd) if args.secrets_fd is not None else []
         options = fuse_options(args)
         if "fsname" not in option_keys(fuse_items(args.options)):
-            options.fsname = array if is_url(array) else fuse_ops.default_fsname(array)
+            options.fsname = array if is_url(array) else default_fsname(array)
         # listings of an object store are trusted as long as the kernel keeps the names found in them;
         # a local array given no backend option never imports the backend (start-up time)
         items = remote_items(args.options) + secrets
@@ -58,11 +59,14 @@ def cmd_mount(args) -> int:
     key = load_key(args.key_file)
 
     def check():
-        from .. import fuse_ops
+        from ..fuse_setup import setup_problem
+
         fuse_options(args)
         if remote_items(args.options):
             remote()   # a backend option that cannot be used is a usage error, here as in the daemon
-        problem = fuse_ops.fuse_problem()
+        # without loading libfuse (fuse_setup.py); a libfuse that mfusepy cannot load is the
+        # daemon's error, which becomes ours
+        problem = setup_problem()
         if problem:
             open_store(array, args.cache_mb, key=key, remote=remote())
             raise CliError(f"FUSE is not available: {problem}")
@@ -100,9 +104,9 @@ def option_keys(option_strings) -> set:
 
 
 def fuse_options(args):
-    from .. import fuse_ops
+    from ..fuse_setup import FuseOptions
     try:
-        return fuse_ops.FuseOptions.parse(fuse_items(args.options), debug=False)
+        return FuseOptions.parse(fuse_items(args.options), debug=False)
     except ValueError as exc:
         raise CliError(str(exc), code=2) from None
 
