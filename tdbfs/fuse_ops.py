@@ -615,6 +615,11 @@ def _fuse_class():
                                         size, offset, fh)
             return copy_into(buf, data) if data else 0
 
+        def _wrapper(self, func, *args, **kwargs):
+            if not _CALLBACK_THREAD.keeps_state:
+                _keep_thread_state()
+            return super()._wrapper(func, *args, **kwargs)
+
         def readdir_fuse_2(self, path, buf, filler, offset, fip):
             fill = ctypes.cast(filler, _FILLER_2)
             return _fill_dir(self.operations, path, fill, ctypes.c_void_p(buf), offset, fip.contents.fh)
@@ -625,6 +630,27 @@ def _fuse_class():
                              plus=bool(flags & _READDIR_PLUS))
 
     return _Fuse
+
+
+class _CallbackThread(threading.local):
+    keeps_state = False
+
+
+_CALLBACK_THREAD = _CallbackThread()
+
+
+def _keep_thread_state() -> None:
+    """Keep this thread's Python thread state from one callback to the next.
+
+    ctypes enters a callback with PyGILState_Ensure and leaves with PyGILState_Release, which on a
+    thread Python did not start (libfuse's workers under `-o threads`) creates a thread state for
+    every callback and frees it after: one more Ensure, never released, keeps it (11% of the time of
+    16 readers under `-o threads`, docs/performance.md §5). libfuse joins its workers before the loop
+    returns, so none is left running Python when the daemon exits; on the loop's own thread the state
+    exists anyway."""
+    ctypes.pythonapi.PyGILState_Ensure()
+    _CALLBACK_THREAD.keeps_state = True
+    log.debug("request thread %d keeps its Python thread state", threading.get_ident())
 
 
 #: libfuse's fuse_fill_dir_t (fuse.h), with the buffer and the stat as plain addresses: ctypes checks a

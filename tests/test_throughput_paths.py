@@ -216,9 +216,11 @@ def test_a_summary_keeps_asking_for_its_size_after_a_tile_file_did_not(sparse_ar
     assert _requests(log, start, pid) == []  # the tile file's attributes are still the kernel's
 
 
-def test_threads_serve_eight_readers_the_same_bytes(sparse_array, mount):
+@pytest.mark.parametrize("option", ["threads", "threads,max_threads=3"])
+def test_threads_serve_eight_readers_the_same_bytes(sparse_array, mount, tmp_path, option):
     path, name, expected = sparse_array
-    mnt = mount(path, extra_args=["-o", "threads"])
+    log = tmp_path / "daemon.log"
+    mnt = mount(path, extra_args=["-o", option, "--log", str(log), "--debug"])
     files = [(stem, k, p) for stem, folder in (("a0", "attrs/a0"), ("d0", "dims/d0"))
              for k, p in enumerate(_tile_paths(mnt, name, folder))]
     size = {"a0": CAPACITY * 4, "d0": CAPACITY * 8}
@@ -237,6 +239,13 @@ def test_threads_serve_eight_readers_the_same_bytes(sparse_array, mount):
     assert len(got) == 8
     for i in range(8):
         assert got[i] == want, f"reader {i}"
+    # a local array gets as many request threads as cores unless -o max_threads says otherwise, and
+    # each keeps its Python thread state: one line per thread, not one per request
+    text = log.read_text()
+    limit = 3 if "max_threads" in option else len(os.sched_getaffinity(0))
+    assert re.search(rf"mounting on .*[:,]max_threads={limit}(,|$)", text, re.M), text[:2000]
+    kept = re.findall(r"request thread (\d+) keeps its Python thread state", text)
+    assert 1 <= len(kept) == len(set(kept)) <= limit + 1, kept  # the workers, and the loop's own thread
 
 
 def test_a_chunk_damaged_ahead_is_reported_by_the_real_read(tmp_path, mount):
