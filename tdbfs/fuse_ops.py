@@ -173,6 +173,9 @@ class TdbfsOperations(_OperationsBase):
         # who else may come in: then every request is checked against the modes the nodes show
         self._others = any(k in self.options.extra for k in ("allow_other", "allow_root"))
         self._live_config = None  # libfuse3's own fuse_config, when attr_timeout may be set per node
+        # under -o threads: the threads whose last LOOKUP or GETATTR was of a node that can change
+        self._short_pending: set[int] = set()
+        self._timeout_lock = threading.Lock()
 
     def _attr_timeout_for(self, node: Node) -> None:
         """Make libfuse's reply to this LOOKUP or GETATTR carry `node`'s own attribute timeout.
@@ -180,12 +183,31 @@ class TdbfsOperations(_OperationsBase):
         libfuse's high-level API has one `attr_timeout` for every node, read from its `fuse_config`
         after the getattr callback returns, to fill the reply (fuse.c: `fuse_lib_getattr`,
         `lookup_path`). With a single-threaded loop no other request runs in between, so setting
-        it here gives each reply the timeout of its own node; with `-o threads` it could give a
-        summary's size another node's timeout, so `init_with_config` keeps this off there."""
+        it here gives each reply the timeout of its own node.
+
+        Under `-o threads` another thread's reply may read the value set here. The only harm would
+        be a node that can change (a summary) getting an immutable node's long timeout, so: a thread
+        that answers for such a node sets the short timeout and stays registered until its next
+        LOOKUP or GETATTR (by then its reply is sent); the long one is set only while no thread is
+        registered, both under one lock. An immutable node may then get the short timeout: one
+        GETATTR more."""
         conf = self._live_config
-        if conf is not None:
-            conf.attr_timeout = max(IMMUTABLE_ATTR_TIMEOUT, self.options.attr_timeout) if node.immutable \
-                else self.options.attr_timeout
+        if conf is None:
+            return
+        short = self.options.attr_timeout
+        long = max(IMMUTABLE_ATTR_TIMEOUT, short)
+        if not self.options.threads:
+            conf.attr_timeout = long if node.immutable else short
+            return
+        me = threading.get_ident()
+        with self._timeout_lock:
+            if node.immutable:
+                self._short_pending.discard(me)
+                if not self._short_pending:
+                    conf.attr_timeout = long
+            else:
+                self._short_pending.add(me)
+                conf.attr_timeout = short
 
     def _require(self, path: str, want: int) -> None:
         """EACCES unless the calling process has `want` (4 read, 1 execute) on the node at `path` and execute
@@ -343,8 +365,7 @@ class TdbfsOperations(_OperationsBase):
                 config_3.kernel_cache = 0
             if "direct_io" not in self.options.extra:
                 config_3.direct_io = 0
-            if not self.options.threads:
-                self._live_config = config_3
+            self._live_config = config_3
         if conn_info is not None:
             log.info("FUSE session up: protocol %s.%s, max_readahead %s, max_write %s",
                      getattr(conn_info, "proto_major", "?"), getattr(conn_info, "proto_minor", "?"),
@@ -375,7 +396,7 @@ class TdbfsOperations(_OperationsBase):
             size = len(handle.data) if handle.data is not None else None
             attrs = self._attrs(handle.node, size)
             if handle.node.immutable:
-                # where the kernel keeps no attributes (-o threads, libfuse2) a tile file is asked for
+                # where the kernel keeps no attributes (libfuse2; at times under -o threads) a tile file is asked for
                 # them 1-2 times per open (cat's fstat, each read past the cached size): worked out once
                 handle.attrs = attrs
             return attrs

@@ -125,7 +125,7 @@ class FuseOptions:
       clamped a later read to the old length (``cat`` printed ``problems:\n- f``), so every
       stat asks the daemon, which renders the current size. ``-o attr_timeout=S`` still
       trades that for fewer round trips. Immutable nodes (the contents of a committed fragment)
-      get `fuse_ops.IMMUTABLE_ATTR_TIMEOUT` instead, under the single-threaded loop.
+      get `fuse_ops.IMMUTABLE_ATTR_TIMEOUT` instead (libfuse3; see `fuse_ops._attr_timeout_for`).
     * no global ``kernel_cache``: ``open`` sets ``keep_cache`` for immutable files only
       (decoded tiles, raw fragment files), so their page cache survives re-opens
       (8-10 GB/s re-reads).

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
@@ -526,6 +527,44 @@ def test_fuse_options_parse():
     for bad in (["rw"], ["large_read"], ["attr_timeout=soon"], ["entry_timeout=-1"]):
         with pytest.raises(ValueError):
             FuseOptions.parse(bad)
+
+
+
+def test_threads_never_give_a_changing_node_the_long_attribute_timeout(tmp_path):
+    """Under -o threads libfuse reads one shared attr_timeout after each getattr callback: a thread
+    answering for a node that can change holds it short until its next LOOKUP or GETATTR."""
+    conf = SimpleNamespace(attr_timeout=None)
+    summary, tile = SimpleNamespace(immutable=False), SimpleNamespace(immutable=True)
+    long = fuse_ops.IMMUTABLE_ATTR_TIMEOUT
+
+    other = ThreadPoolExecutor(max_workers=1)  # one other libfuse worker, the same thread throughout
+
+    def on_other(node):
+        other.submit(o._attr_timeout_for, node).result()
+
+    single = TdbfsOperations(make_toy_root(str(tmp_path)), FuseOptions())
+    single._live_config = conf
+    single._attr_timeout_for(tile)
+    assert conf.attr_timeout == long
+    single._attr_timeout_for(summary)
+    assert conf.attr_timeout == 0
+
+    o = TdbfsOperations(make_toy_root(str(tmp_path)), FuseOptions.parse(["threads"]))
+    o._live_config = conf
+    with other:
+        o._attr_timeout_for(tile)
+        assert conf.attr_timeout == long
+        o._attr_timeout_for(summary)  # this thread's reply may not be sent yet
+        assert conf.attr_timeout == 0
+        on_other(tile)  # so the other's reply gets the short one, never this one the long one
+        assert conf.attr_timeout == 0
+        o._attr_timeout_for(tile)  # this thread's next request: its summary reply is sent
+        assert conf.attr_timeout == long
+        on_other(summary)
+        o._attr_timeout_for(tile)  # the other thread's summary reply may not be sent yet
+        assert conf.attr_timeout == 0
+        on_other(tile)
+        assert conf.attr_timeout == long
 
 
 def test_library_choice_prefers_fuse3(monkeypatch):
