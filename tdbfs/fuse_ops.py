@@ -666,7 +666,7 @@ def _keep_thread_state() -> None:
     ctypes enters a callback with PyGILState_Ensure and leaves with PyGILState_Release, which on a
     thread Python did not start (libfuse's workers under `-o threads`) creates a thread state for
     every callback and frees it after: one more Ensure, never released, keeps it (11% of the time of
-    16 readers under `-o threads`, docs/performance.md §5). libfuse joins its workers before the loop
+    16 readers under `-o threads`, docs/performance.md §2). libfuse joins its workers before the loop
     returns, so none is left running Python when the daemon exits; on the loop's own thread the state
     exists anyway."""
     ctypes.pythonapi.PyGILState_Ensure()

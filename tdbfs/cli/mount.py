@@ -27,7 +27,7 @@ def cmd_mount(args) -> int:
             options.fsname = array if is_url(array) else default_fsname(array)
         if options.threads and not is_url(array) and (fuse_ops.libfuse_version() or (0, 0)) >= (3, 12):
             # a local array's requests are Python work under one lock (the GIL): more request threads
-            # than cores only wait for it (docs/performance.md §5). A remote array's requests wait on the
+            # than cores only wait for it (docs/performance.md §2). A remote array's requests wait on the
             # network, and keep libfuse's 10
             options.extra.setdefault("max_threads", str(len(os.sched_getaffinity(0))))
         # listings of an object store are trusted as long as the kernel keeps the names found in them;
