@@ -216,8 +216,9 @@ def test_fragments_listing_is_prepared_once_per_listing(many):
 
 def _filler(accept: int, got: list):
     """libfuse's fuse_fill_dir_t as a C callback, keeping (name, file type, offset) of each entry it takes
-    and saying "full" once it holds `accept` entries, as libfuse does when its reply buffer is full."""
-    from tdbfs.fuse_ops import _FILLER_3
+    and saying "full" once it holds `accept` entries, as libfuse does when its reply buffer is full. It is
+    called as the daemon calls libfuse's (untyped on a 64-bit ABI: the offset goes as a C int)."""
+    from tdbfs.fuse_ops import _FILL_CALL_3, _FILLER_3
     taken = []
 
     def fill(buf, name, st_address, off, flags):
@@ -228,7 +229,7 @@ def _filler(accept: int, got: list):
         got.append((name.decode(), stat.S_IFMT(mode), off))
         return 0
 
-    return _FILLER_3(fill), taken
+    return ctypes.cast(_FILLER_3(fill), _FILL_CALL_3), taken
 
 
 def test_readdir_continues_from_the_offset_libfuse_asks_for(many):
@@ -277,7 +278,7 @@ def test_a_readdirplus_of_a_small_folder_gives_its_subfolders_attributes(many):
     """With READDIRPLUS, a folder that fits in one reply hands each subfolder to libfuse with the
     attributes GETATTR gives (FUSE_FILL_DIR_PLUS) and its files by type alone; fragments/ of 2,000 names,
     which may span replies, hands none (libfuse would count lookups the kernel never saw)."""
-    from tdbfs.fuse_ops import _FILLER_3, _NO_FILL_FLAGS, _fill_dir
+    from tdbfs.fuse_ops import _FILL_CALL_3, _FILLER_3, _NO_FILL_FLAGS, _fill_dir
     path, names = many
     ops = TdbfsOperations(build_root(ArrayStore(str(path))))
 
@@ -290,8 +291,8 @@ def test_a_readdirplus_of_a_small_folder_gives_its_subfolders_attributes(many):
                         st.st_mtimespec.tv_sec * 10**9 + st.st_mtimespec.tv_nsec))
             return 0
 
-        assert _fill_dir(ops, where.encode(), _FILLER_3(fill), ctypes.c_void_p(0), 0, ops.opendir(where),
-                         _NO_FILL_FLAGS, plus=True) == 0
+        assert _fill_dir(ops, where.encode(), ctypes.cast(_FILLER_3(fill), _FILL_CALL_3), ctypes.c_void_p(0), 0,
+                         ops.opendir(where), _NO_FILL_FLAGS, plus=True) == 0
         return got
 
     got = listed(f"/fragments/{names[3]}")
