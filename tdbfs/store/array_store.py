@@ -188,9 +188,14 @@ class ArrayStore(MetadataFiles, BaseStore):
         return self._fragment_listing().index
 
     def fragment_names(self) -> list[str]:
-        """The fragment folders' names in the order of `fragment_index`, the same list object while the
-        listing stays as it is (`fragments/` keeps what it prepared from it). Shared: only read it."""
+        """The fragment folders' names in the order of `fragment_index`. Shared: only read it."""
         return self._fragment_listing().names
+
+    def fragment_listing(self) -> FragmentListing:
+        """The same, as the listing object itself: the same object while the listing stays as it is
+        (`fragments/` keeps what it prepared from it), and its names encoded for libfuse
+        (`encoded_fragment_names`) without a str of each. Shared: only read it."""
+        return self._fragment_listing()
 
     def _fragment_listing(self) -> FragmentListing:
         return self.per_listing("fragment listing", (FRAGMENTS_DIR, ""), self._list_fragments)
@@ -198,21 +203,22 @@ class ArrayStore(MetadataFiles, BaseStore):
     def _list_fragments(self) -> FragmentListing:
         # scandir's d_type answers "is it a folder" without a stat per fragment (100,000 fragments)
         root = self._prelisted("")
-        legacy = [n for n in (root[0] if root else self._subdirs(""))
-                  if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n)]
+        root_names = ([n.decode("utf-8", "surrogateescape") for n in root] if root is not None
+                      else self._subdirs(""))
+        legacy = [n for n in root_names if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n)]
         listed = self._prelisted(FRAGMENTS_DIR)
         if listed is not None:
-            return FragmentListing(listed[0], legacy, encoded=listed[1])
+            return FragmentListing(None, legacy, encoded=listed)
         return FragmentListing(self._subdirs(FRAGMENTS_DIR), legacy)
 
-    def encoded_fragment_names(self, names: list[str]) -> list[bytes] | None:
-        """`names`, a list fragment_names() gave, encoded as libfuse takes them, where the listing
-        came with them (prelisted); else None."""
+    def encoded_fragment_names(self, listing: FragmentListing) -> list[bytes] | None:
+        """The names of `listing`, which fragment_listing() gave, encoded as libfuse takes them, where
+        it is still the current listing and came with them (prelisted); else None."""
         with self._lock:
             hit = self._per_listing.get("fragment listing")
-        if hit is None or hit[1].names is not names:
+        if hit is None or hit[1] is not listing:
             return None
-        return hit[1].encoded
+        return listing.encoded
 
     def uncommitted_fragment_paths(self) -> list[str]:
         return self.per_listing("uncommitted", (FRAGMENTS_DIR, "", COMMITS_DIR), lambda: [
@@ -221,8 +227,8 @@ class ArrayStore(MetadataFiles, BaseStore):
     #: the listings `tdbfs mount` took while this daemon started (prelisted.Prelisted), or None
     prelisted = None
 
-    def _prelisted(self, rel: str) -> tuple[list[str], list[bytes]] | None:
-        """The subfolders of `rel` (names, and encoded) as `tdbfs mount` listed them, if unchanged since."""
+    def _prelisted(self, rel: str) -> list[bytes] | None:
+        """The subfolders of `rel` (names encoded) as `tdbfs mount` listed them, if unchanged since."""
         if self.prelisted is None:
             return None
         return self.prelisted.take(rel, lambda: self.storage.stat(rel).mtime_ns)

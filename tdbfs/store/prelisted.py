@@ -54,9 +54,10 @@ def write_listings(fd: int, storage, folders) -> None:
     os.pwrite(fd, _HEAD.pack(MAGIC, len(body)), 0)
 
 
-def read_listings(fd: int) -> dict[str, tuple[int, int, list[str], list[bytes]]]:
-    """{folder: (time taken, mtime, names, names encoded)} from the memfd `fd`; {} when the parent did
-    not finish."""
+def read_listings(fd: int) -> dict[str, tuple[int, int, list[bytes]]]:
+    """{folder: (time taken, mtime, names encoded)} from the memfd `fd`; {} when the parent did not
+    finish. The names stay encoded, as libfuse takes them: `ls fragments/` needs no str of them
+    (store/fragment_listing.py decodes them on first use)."""
     head = os.pread(fd, _HEAD.size, 0)
     if len(head) != _HEAD.size:
         return {}
@@ -78,11 +79,10 @@ def read_listings(fd: int) -> dict[str, tuple[int, int, list[str], list[bytes]]]
                 return {}
             blob = body[at:at + nbytes]
             at += nbytes
-            # the names encoded too: libfuse takes them so (a name holds no NUL)
-            encoded = blob.split(b"\0") if count else []
+            encoded = blob.split(b"\0") if count else []  # a name holds no NUL
             if len(encoded) != count or b"" in encoded:
                 return {}
-            out[rel] = (taken, stamp, blob.decode("utf-8", "surrogateescape").split("\0") if count else [], encoded)
+            out[rel] = (taken, stamp, encoded)
     except (struct.error, UnicodeDecodeError):
         return {}
     return out
@@ -108,9 +108,9 @@ class Prelisted:
         self._listings: dict | None = None
         self._lock = threading.Lock()
 
-    def take(self, rel: str, mtime_now) -> tuple[list[str], list[bytes]] | None:
-        """The names listed of folder `rel`, and encoded, if `mtime_now()` says it is as it was then;
-        else None."""
+    def take(self, rel: str, mtime_now) -> list[bytes] | None:
+        """The names listed of folder `rel`, encoded (UTF-8, surrogateescape), if `mtime_now()` says it
+        is as it was then; else None."""
         if rel not in self._folders:
             return None  # without reading the memfd: the parent may still be writing
         with self._lock:
@@ -124,11 +124,11 @@ class Prelisted:
             hit = self._listings.pop(rel, None)
         if hit is None:
             return None
-        taken, stamp, names, encoded = hit
+        taken, stamp, encoded = hit
         try:
             unchanged = taken - stamp >= self._tick_ns and mtime_now() == stamp
         except OSError:
             unchanged = False
-        log.debug("%s/ as tdbfs mount listed it (%d names): %s", rel or ".", len(names),
+        log.debug("%s/ as tdbfs mount listed it (%d names): %s", rel or ".", len(encoded),
                   "taken" if unchanged else "changed since, listed again")
-        return (names, encoded) if unchanged else None
+        return encoded if unchanged else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from .nodes import FOREVER, BytesFile, DynamicDir, Keep, Node, ViewError
 from .render import shown, to_yaml
@@ -40,9 +40,10 @@ def yaml_file(make: Callable[[], object], problems, file: str, structure: str, k
 class LazyNodes(Mapping):
     """A folder listing whose nodes are made on first access; `dirents()` gives the names encoded for
     libfuse and their st_mode, without making any node (a FUSE readdir of 100,000
-    fragments or 10,000 commit files). `names` may be a list the store shares: it is only read."""
+    fragments or 10,000 commit files). `names` (a list, or a sized iterable of them) may be what the
+    store shares: it is only read."""
 
-    def __init__(self, names: list[str], get: Callable[[str], Node], mode, encoded=None):
+    def __init__(self, names: Iterable[str], get: Callable[[str], Node], mode, encoded=None):
         self._names, self._get, self._mode, self._encoded = names, get, mode, encoded
         self._set = self._dirents = None
 
@@ -82,14 +83,14 @@ class KeyedDir(DynamicDir):
     """A directory whose entries come and go; nodes of entries that stay are kept (and their caches).
 
     With `exists(name)` (which must agree with `names()`), one entry is found without listing all.
-    With `mode`, a listing makes no node, and while `names()` returns the very same list (a listing the
-    store keeps) the same `LazyNodes` serves, with what it prepared; `encoded(names)` may give that list
-    encoded as libfuse takes it (else None).
+    With `mode`, a listing makes no node, and while `names()` returns the very same object (a listing the
+    store keeps: a list, or a sized iterable of the names) the same `LazyNodes` serves, with what it
+    prepared; `encoded(names)` may give those names encoded as libfuse takes them (else None).
     """
 
-    def __init__(self, names: Callable[[], list[str]], make: Callable[[str], Node], mtime=None,
+    def __init__(self, names: Callable[[], Iterable[str]], make: Callable[[str], Node], mtime=None,
                  exists: Callable[[str], bool] | None = None, mode: int | None = None, keep: int | None = None,
-                 encoded: Callable[[list[str]], list[bytes] | None] | None = None):
+                 encoded: Callable[[Iterable[str]], list[bytes] | None] | None = None):
         self._names = names
         self._make_node = make
         self._nodes: OrderedDict[str, Node] = OrderedDict()  # least recently used first

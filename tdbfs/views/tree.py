@@ -66,7 +66,7 @@ def build_root(store: ArrayStore) -> DirNode:
         lambda name: _fragment_meta_file(store, name), store.fragment_meta_files),
         mtime=lambda: store.mtime("__fragment_meta"))
     fragments_dir = KeyedDir(
-        store.fragment_names,
+        store.fragment_listing,
         # one stat finds one fragment, whether __fragments/ is being written to or not (no listing of 100,000)
         lambda name: fragment_dir(store, store.fragment_path_of(name) or name),
         mtime=lambda: store.mtime("__fragments"),

@@ -5,17 +5,20 @@ the parent did not finish writing them."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 import numpy as np
 import pytest
 import tiledb
 
+from tdbfs.fuse_ops import TdbfsOperations
 from tdbfs.store import ArrayStore
 from tdbfs.store.base_store import MTIME_TICK_NS
-from tdbfs.store.fragment_listing import LISTED_FOLDERS
+from tdbfs.store.fragment_listing import LISTED_FOLDERS, FragmentListing
 from tdbfs.store.prelisted import Prelisted, read_listings, write_listings
 from tdbfs.store.storage.local import LocalStorage
+from tdbfs.views.tree import build_root
 
 
 def _age(*folders) -> None:
@@ -51,12 +54,12 @@ def test_the_listings_read_back_are_what_the_storage_lists(folder):
     finally:
         os.close(fd)
     assert set(got) == {"", "__fragments"}
-    taken, stamp, names, encoded = got["__fragments"]
-    assert names == storage.subdirs("__fragments") == ["__1_1_a_22", "__2_2_b_22", os.fsdecode(b"__3_3_\xff_22")]
+    taken, stamp, encoded = got["__fragments"]
+    assert storage.subdirs("__fragments") == ["__1_1_a_22", "__2_2_b_22", os.fsdecode(b"__3_3_\xff_22")]
     assert encoded == [b"__1_1_a_22", b"__2_2_b_22", b"__3_3_\xff_22"]
     assert stamp == os.stat(folder / "__fragments").st_mtime_ns
     assert taken - stamp > 59 * 10**9
-    assert got[""][2] == ["__fragments"]
+    assert got[""][2] == [b"__fragments"]
 
 
 @pytest.mark.parametrize("damage", ["no header", "short body", "other magic", "count off"])
@@ -87,8 +90,8 @@ def test_a_folder_is_given_once_and_only_while_unchanged(folder):
     pre = Prelisted(fd, LISTED_FOLDERS, MTIME_TICK_NS)
     assert pre.take("__labels", lambda: mtime("__labels")) is None
     os.fstat(fd)  # a folder it does not hold leaves the memfd unread and open
-    names, encoded = pre.take("__fragments", lambda: mtime("__fragments"))
-    assert names == storage.subdirs("__fragments") and len(encoded) == 3
+    encoded = pre.take("__fragments", lambda: mtime("__fragments"))
+    assert [os.fsdecode(n) for n in encoded] == storage.subdirs("__fragments")
     with pytest.raises(OSError):
         os.fstat(fd)  # read once, closed
     assert pre.take("__fragments", lambda: mtime("__fragments")) is None  # given once
@@ -101,7 +104,7 @@ def test_a_folder_is_given_once_and_only_while_unchanged(folder):
     assert pre.take("__fragments", lambda: mtime("__fragments")) is None
     _age(folder / "__fragments")
     pre = Prelisted(_memfd(storage), LISTED_FOLDERS, MTIME_TICK_NS)
-    assert pre.take("__fragments", lambda: mtime("__fragments"))[0][-1] == "__5_5_e_22"
+    assert pre.take("__fragments", lambda: mtime("__fragments"))[-1] == b"__5_5_e_22"
 
 
 def test_a_folder_changed_within_the_tick_before_the_listing_is_not_given(folder):
@@ -132,10 +135,17 @@ def test_the_store_shows_the_listing_it_was_handed_as_its_own(tmp_path):
     assert len(own) == 3 and own == sorted(os.listdir(path / "__fragments"))
     store = ArrayStore(str(path))
     store.prelisted = Prelisted(_memfd(store.storage), LISTED_FOLDERS, MTIME_TICK_NS)
+    ops = TdbfsOperations(build_root(store))
+    encoded, mode = ops.dirents("/fragments", ops.opendir("/fragments"), 0)
+    assert encoded == [n.encode() for n in own] and mode == stat.S_IFDIR | 0o555
+    listing = store.fragment_listing()
+    assert store.encoded_fragment_names(listing) is encoded
+    assert listing._in_folder is None  # `ls fragments/` decoded no name: it needs no str of them
+    assert len(listing) == 3 and list(listing) == own
     names = store.fragment_names()
     assert names == own
-    assert store.encoded_fragment_names(names) == [n.encode() for n in own]
-    assert store.encoded_fragment_names(list(names)) is None  # another list: not what it came with
+    assert store.fragment_listing() is listing
+    assert store.encoded_fragment_names(FragmentListing(None, [], listing.encoded)) is None  # not the store's
     assert [u.rsplit("/", 1)[-1] for u in tiledb.array_fragments(str(path)).uri] == names
 
     store = ArrayStore(str(path))
