@@ -227,12 +227,18 @@ def test_fragments_written_while_mounted_appear_and_match_tiledb(tmp_path):
     with mount_tracked(array) as mnt:
         done = threading.Event()
         errors: list[BaseException] = []
+        # The writer waits for a poll round to finish after each commit, so the reads overlap the
+        # writes however slow the machine is (a cold first round can outlast all twelve writes).
+        polled = threading.Condition()
+        finished = 0
 
         def writer():
             try:
                 for seed in range(2, 2 + n_writes):
                     _write(built, clock, seed)
-                    time.sleep(0.05)
+                    with polled:
+                        seen = finished
+                        polled.wait_for(lambda: finished > seen, timeout=30)
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
             finally:
@@ -241,18 +247,24 @@ def test_fragments_written_while_mounted_appear_and_match_tiledb(tmp_path):
         rounds = 0
 
         def poller():
-            nonlocal rounds
+            nonlocal rounds, finished
             while not done.is_set():
                 rounds += 1
-                try:
-                    names = sorted(os.listdir(mnt / "fragments"))
-                except OSError as exc:
-                    problems.append(f"poll {rounds}: ls fragments/: {exc}")
-                    continue
-                # the newest fragments: the ones being written
-                for name in names[-2:]:
-                    problems.extend(_poll_failures(damage.walk_mount(mnt, sub=f"fragments/{name}"),
-                                                   f"poll {rounds}, fragments/{name}"))
+                poll(rounds)
+                with polled:
+                    finished += 1
+                    polled.notify_all()
+
+        def poll(n):
+            try:
+                names = sorted(os.listdir(mnt / "fragments"))
+            except OSError as exc:
+                problems.append(f"poll {n}: ls fragments/: {exc}")
+                return
+            # the newest fragments: the ones being written
+            for name in names[-2:]:
+                problems.extend(_poll_failures(damage.walk_mount(mnt, sub=f"fragments/{name}"),
+                                               f"poll {n}, fragments/{name}"))
 
         tw = threading.Thread(target=writer)
         tp = threading.Thread(target=poller)
@@ -262,7 +274,7 @@ def test_fragments_written_while_mounted_appear_and_match_tiledb(tmp_path):
         tp.join(120)
         assert not tw.is_alive() and not tp.is_alive(), "writer or poller still running after 120 s"
         assert not errors, f"tiledb-py writes failed: {errors}"
-        assert rounds >= 2, "the poller never overlapped the writes"
+        assert rounds >= n_writes, f"the poller made {rounds} rounds during {n_writes} writes"
 
         # after the commits, on the same mount
         names = reference.list_fragments(array)
