@@ -64,10 +64,12 @@ class Cursor:
 
     # -- fields -------------------------------------------------------------
     def _unpack(self, st: struct.Struct, what: str):
-        self.need(st.size, what)
-        (value,) = st.unpack_from(self.data, self.pos)
-        self.pos += st.size
-        return value
+        pos = self.pos
+        end = pos + st.size
+        if pos < 0 or end > len(self.data):
+            self.need(st.size, what)  # raises, worded as for any other read
+        self.pos = end
+        return st.unpack_from(self.data, pos)[0]
 
     def u8(self, what: str = "u8") -> int:
         return self._unpack(_U8, what)
