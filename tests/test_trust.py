@@ -238,21 +238,29 @@ def test_fragments_written_while_mounted_appear_and_match_tiledb(tmp_path):
                     _write(built, clock, seed)
                     with polled:
                         seen = finished
-                        polled.wait_for(lambda: finished > seen, timeout=30)
+                        polled.wait_for(lambda: finished > seen or poller_gone, timeout=30)
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
             finally:
                 done.set()
 
         rounds = 0
+        poller_gone = False
 
         def poller():
-            nonlocal rounds, finished
-            while not done.is_set():
-                rounds += 1
-                poll(rounds)
-                with polled:
-                    finished += 1
+            nonlocal rounds, finished, poller_gone
+            try:
+                while not done.is_set():
+                    rounds += 1
+                    poll(rounds)
+                    with polled:
+                        finished += 1
+                        polled.notify_all()
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+            finally:
+                with polled:  # a poller that failed must not leave the writer waiting
+                    poller_gone = True
                     polled.notify_all()
 
         def poll(n):
@@ -273,7 +281,7 @@ def test_fragments_written_while_mounted_appear_and_match_tiledb(tmp_path):
         tw.join(120)
         tp.join(120)
         assert not tw.is_alive() and not tp.is_alive(), "writer or poller still running after 120 s"
-        assert not errors, f"tiledb-py writes failed: {errors}"
+        assert not errors, f"tiledb-py writes or the poller failed: {errors}"
         assert rounds >= n_writes, f"the poller made {rounds} rounds during {n_writes} writes"
 
         # after the commits, on the same mount
