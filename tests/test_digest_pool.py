@@ -154,11 +154,10 @@ def test_the_daemon_digests_alone_when_workers_would_not_pay_or_cannot_start(tmp
     assert _ahead(ArrayStore(str(path))) == 0   # --jobs 1
     digest_pool.enable(2)
 
-    class NoProcesses:
-        def __init__(self, *a, **kw):
-            raise OSError(11, "Resource temporarily unavailable")
+    def no_processes(workers):
+        raise OSError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(digest_pool, "ProcessPoolExecutor", NoProcesses)
+    monkeypatch.setattr(digest_pool, "_process_pool", no_processes)
     store = ArrayStore(str(path))
     assert _ahead(store) == 0
     assert "digesting them here" in caplog.text

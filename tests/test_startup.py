@@ -226,6 +226,42 @@ def test_a_listing_that_never_ends_does_not_hold_up_the_mount(tmp_path):
         assert not is_mounted(mnt), log
 
 
+#: the `tdbfs` command as its console script runs it, with an atexit handler that says whether the
+#: interpreter's teardown ran
+ENTRY = textwrap.dedent("""
+    import atexit, sys
+    atexit.register(lambda: print("torn down", flush=True))
+    from tdbfs.cli import run
+    sys.argv = ["tdbfs"] + sys.argv[1:]
+    run()
+""")
+
+
+def test_a_background_mount_ends_its_process_at_once_and_other_commands_as_usual(tmp_path):
+    """A background `tdbfs mount` whose mount is live ends its process without the interpreter's teardown
+    (cli/main.py `run`: ~8 ms of the mount's time to the prompt): status 0, no atexit handler run, the
+    mount serving. A mount that fails, and every other command, exit the usual way."""
+    path = _dense(tmp_path, 2)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        res = subprocess.run([sys.executable, "-c", ENTRY, "mount", str(path), str(mnt)], capture_output=True,
+                             text=True, timeout=120)
+        assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+        assert sorted(os.listdir(mnt / "fragments")) == sorted(os.listdir(path / "__fragments"))
+        again = subprocess.run([sys.executable, "-c", ENTRY, "mount", str(path), str(mnt)], capture_output=True,
+                               text=True, timeout=120)
+        assert again.returncode != 0 and str(mnt) in again.stderr, again
+        assert again.stdout == "torn down\n"
+    finally:
+        log = unmount(mnt)
+        assert not is_mounted(mnt), log
+    listed = subprocess.run([sys.executable, "-c", ENTRY, "ls", str(path), "fragments"], capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split("\n") == [f"{n}/" for n in sorted(os.listdir(path / "__fragments"))] + ["torn down", ""]
+
+
 # -- footer.yaml and other simple YAML without PyYAML (tdbfs/views/simple_yaml.py) -------------
 
 def _pyyaml(data) -> str:

@@ -5,6 +5,6 @@ One module per job: `parser` (the command line), `main` (dispatch and exit statu
 (the FUSE daemon, foreground or spawned), `mountpoints`.
 """
 
-from .main import main
+from .main import main, run
 
-__all__ = ["main"]
+__all__ = ["main", "run"]

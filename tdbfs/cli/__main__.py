@@ -1,6 +1,4 @@
-import sys
-
-from .main import main
+from .main import run
 
 if __name__ == "__main__":   # not again in check --jobs workers, which import the main module
-    sys.exit(main())
+    run()

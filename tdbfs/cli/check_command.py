@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 
@@ -12,6 +11,7 @@ from .common import CliError, load_key, open_store
 
 def cmd_check(args) -> int:
     import json
+    import logging
 
     from ..check import check_array
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 from ..text import shown
@@ -69,6 +68,8 @@ def message_of(exc: Exception, default: str) -> str:
 
 
 def open_root(array: str, cache_mb: int = DEFAULT_CACHE_MB, key_file: str | None = None, remote=None):
+    import logging
+
     from ..views.tree import build_root
     from .remote_options import location
 

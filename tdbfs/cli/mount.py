@@ -75,8 +75,10 @@ def cmd_mount(args) -> int:
         if problem:
             open_store(array, args.cache_mb, key=key, remote=remote())
             raise CliError(f"FUSE is not available: {problem}")
-    return spawn_daemon(args, array, mnt, check=check, key=key,
+    code = spawn_daemon(args, array, mnt, check=check, key=key,
                         listing=None if is_url(array) else lambda fd: list_fragments(array, fd))
+    args.nothing_to_tear_down = True   # the daemon serves on its own (main.run)
+    return code
 
 
 def list_fragments(array: str, fd: int) -> None:

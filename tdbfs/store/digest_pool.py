@@ -16,10 +16,9 @@ store each time, so nothing they return predates the render that asked for it.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import posixpath
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 
 from .fragment_digest import DIGEST_COST, FIELD_COST, fragment_digest, interned
 
@@ -70,7 +69,7 @@ def digests_ahead(store, rels) -> int:
     chunks = [missing[i:i + CHUNK] for i in range(0, len(missing), CHUNK)]
     kept = 0
     try:
-        with ProcessPoolExecutor(min(_jobs, len(chunks)), mp_context=_context()) as pool:
+        with _process_pool(min(_jobs, len(chunks))) as pool:
             futures = [pool.submit(digest_chunk, store.storage.root, key, chunk) for chunk in chunks]
             for fut in as_completed(futures):
                 for rel, digest, signature in fut.result():
@@ -92,10 +91,15 @@ def _workers_can_open(store) -> bool:
     return isinstance(store, ArrayStore) and isinstance(store.storage, LocalStorage)
 
 
-def _context():
+def _process_pool(workers: int):
+    # imported here, not at the top: multiprocessing and its process pool are ~8 ms of a mount's
+    # start-up, and most mounts never start a worker
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     ctx = multiprocessing.get_context("forkserver")   # the daemon holds threads: never a plain fork
     ctx.set_forkserver_preload(PRELOAD)
-    return ctx
+    return ProcessPoolExecutor(workers, mp_context=ctx)
 
 
 def digest_chunk(root: str, key: bytes | None, rels: list) -> list:

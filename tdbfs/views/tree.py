@@ -5,7 +5,6 @@ from __future__ import annotations
 import posixpath
 
 from ..store import ArrayStore
-from ..store.group_store import GroupStore
 from .common import KeyedDir, guarded, yaml_file
 from .nodes import FOREVER, LIVE, PER_OPEN, BytesFile, DirNode, DynamicDir, FileNode, SymlinkNode, ViewError
 from .readme import README_TEXT
@@ -26,7 +25,7 @@ def build_root(store: ArrayStore) -> DirNode:
     if store.legacy0x_layout:  # a TileDB 0.x array or workspace (GenomicsDB)
         from .legacy0x_views import build_legacy0x_root
         return build_legacy0x_root(store)
-    if isinstance(store, GroupStore):
+    if not isinstance(store, ArrayStore):  # a GroupStore, whose module a mount of an array never imports
         from .group_views import build_group_root
         return build_group_root(store)
     mtime = lambda: store.mtime("")
