@@ -283,6 +283,41 @@ def test_garbage_after_the_metadata_file_leaves_the_footer_undecodable(sample_ar
         [(r.start, r.end) for r in before.ranges if r.end <= footer_start]
 
 
+def test_a_map_and_a_metadata_check_stat_the_metadata_file_once_and_the_next_sees_a_change(sample_array, tmp_path):
+    """Building the map of __fragment_metadata.tdb (and check's decode of its generic tiles) takes the
+    file's version once, in one pass of the store, where each generic tile asked for it before (some 30
+    stats of a real fragment); a map asked for later, of the file as changed meanwhile, shows the change."""
+    from test_many_fragments import CountingStorage
+
+    built = sample_array("sparse_2d")
+    path = _copy(built, tmp_path)
+    name = reference.list_fragments(path)[0]
+    storage = CountingStorage(str(path))
+    store = ArrayStore(storage)
+    frag = next(x for x in store.fragments() if os.path.basename(x.rel) == name)
+    md = f"{frag.rel}/{META}"
+    del storage.stated[:]
+    before = byte_map.file_map(frag, META)
+    data = (frag_dir(path, name) / META).read_bytes()
+    footer_start = len(data) - 8 - struct.unpack_from("<Q", data, len(data) - 8)[0]
+    tiles = [r.start for r in before.regions if r.name != "footer"]
+    assert tiles == walk_generic_tiles(data, footer_start) and len(tiles) >= 5
+    assert storage.stated.count(md) == 1
+
+    fresh = ArrayStore(CountingStorage(str(path)))
+    other = next(x for x in fresh.fragments() if os.path.basename(x.rel) == name)
+    del fresh.storage.stated[:]
+    assert other.decode_metadata() >= len(tiles)
+    assert fresh.storage.stated.count(md) == 1 and not other.problems.items
+
+    with open(frag_dir(path, name) / META, "ab") as f:
+        f.write(struct.pack("<Q", 1 << 40))
+    after = byte_map.file_map(frag, META)
+    flagged = [r for r in after.ranges if r.structure in FLAGGED]
+    assert after.size == before.size + 8 and after.ranges[:-1] == before.ranges
+    assert [(r.start, r.end, r.structure) for r in flagged] == [(before.size, before.size + 8, "unclaimed")]
+
+
 def test_truncated_data_file_is_undecodable_from_the_cut_chunk(sample_array, tmp_path):
     built = sample_array("sparse_2d")
     path = _copy(built, tmp_path)

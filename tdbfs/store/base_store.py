@@ -27,6 +27,9 @@ FRAGMENTS_KEPT = 256
 
 #: folder listings one_pass keeps: those of the fragment at hand (its folder, and the array's own folders)
 PASS_FOLDERS = 16
+#: file versions one_pass keeps: those of the fragment at hand (a byte map of its metadata file asks for
+#: one version per generic tile, some 30)
+PASS_FILES = 64
 
 #: directory mtimes tick coarsely: a listing whose folder changed within this many ns may change again
 #: within the same tick, unseen, so what is derived from it is not kept
@@ -71,7 +74,7 @@ class BaseStore:
         self._problem_logs: dict = {}
         self._live_logs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._per_listing: dict = {}   # kind -> (listing stamps, value), see per_listing
-        self._pass = threading.local()  # .entries (folders listed last), .stamps: during one_pass
+        self._pass = threading.local()  # .entries (folders listed last), .stamps, .versions: during one_pass
         # committed fragments' digests, for the array-wide summaries (fragment_digest.py): outside the cache
         # so that a pass over 100,000 footers does not evict them
         self.digests = digest_table(self.cache.capacity)
@@ -99,15 +102,16 @@ class BaseStore:
     @contextmanager
     def one_pass(self):
         """A summary's render: a fragment's folder is asked for by its signature, its findings and its
-        files one after another, and listed once for them all (a few listings kept, not 100,000)."""
+        files one after another, and listed once for them all (a few listings kept, not 100,000). A
+        file's version (size, mtime) is taken once too, so the render reads each file as one version."""
         outer = getattr(self._pass, "entries", None) is not None
         if not outer:
-            self._pass.entries, self._pass.stamps = OrderedDict(), {}
+            self._pass.entries, self._pass.stamps, self._pass.versions = OrderedDict(), {}, OrderedDict()
         try:
             yield
         finally:
             if not outer:
-                self._pass.entries = self._pass.stamps = None
+                self._pass.entries = self._pass.stamps = self._pass.versions = None
 
     def entry(self, rel: str) -> Entry | None:
         return self.storage.entry(rel)
@@ -132,7 +136,7 @@ class BaseStore:
             return 0.0
 
     def file_size(self, rel: str) -> int:
-        return self.storage.file_size(rel)
+        return self._version_of(rel)[0]
 
     def pread(self, rel: str, offset: int, size: int) -> bytes:
         """At most `size` bytes from `offset`: fewer where the file ends (its size bounds every read)."""
@@ -140,9 +144,21 @@ class BaseStore:
 
     def _version_of(self, rel: str) -> tuple[int, int]:
         """(size, mtime_ns) of a regular file: what caches of its contents are keyed on, so a file that
-        changes (a fragment still being written, a file damaged while mounted) is read again."""
-        e = self.storage.regular_entry(rel)
-        return e.size, e.mtime_ns
+        changes (a fragment still being written, a file damaged while mounted) is read again. Within
+        `one_pass`, the version first seen."""
+        seen = getattr(self._pass, "versions", None)
+        if seen is None:
+            e = self.storage.regular_entry(rel)
+            return e.size, e.mtime_ns
+        got = seen.get(rel)
+        if got is None:
+            e = self.storage.regular_entry(rel)
+            got = seen[rel] = (e.size, e.mtime_ns)
+            if len(seen) > PASS_FILES:
+                seen.popitem(last=False)
+        else:
+            seen.move_to_end(rel)
+        return got
 
     def read_file(self, rel: str) -> bytes:
         """A whole file, cached under the store's path, its own, its size and mtime (the arrays of a

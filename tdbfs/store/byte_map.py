@@ -15,6 +15,7 @@ assumes that structures are contiguous, which is what lets gaps and garbage show
 from __future__ import annotations
 
 import bisect
+import operator
 import re
 from dataclasses import dataclass
 
@@ -66,10 +67,17 @@ class FileMap:
 # ---------------------------------------------------------------------------
 # Claims -> partition
 
+_START_END = operator.attrgetter("start", "end")
+
+
 def cover(claims: list[ByteRange], size: int) -> list[ByteRange]:
     """The partition of [0, size) by `claims`: gaps become `unclaimed`, shared bytes `overlap`."""
-    claims = sorted((ByteRange(max(c.start, 0), min(c.end, size), c.structure, c.detail)
-                     for c in claims if min(c.end, size) > max(c.start, 0)), key=lambda c: (c.start, c.end))
+    # a claim within the file is placed as it is (ranges are frozen): a map of a fragment's metadata
+    # file has some 400, and making each anew twice took 1.8 of the map's 11-16 ms
+    claims = [c if c.start >= 0 and c.end <= size
+              else ByteRange(max(c.start, 0), min(c.end, size), c.structure, c.detail)
+              for c in claims if min(c.end, size) > max(c.start, 0)]
+    claims.sort(key=_START_END)
     out: list[ByteRange] = []
     pos = 0
     for c in claims:
@@ -79,7 +87,7 @@ def cover(claims: list[ByteRange], size: int) -> list[ByteRange]:
         if c.start < pos:
             _overlap(out, c)
         if c.end > pos:
-            out.append(ByteRange(max(c.start, pos), c.end, c.structure, c.detail))
+            out.append(c if c.start >= pos else ByteRange(pos, c.end, c.structure, c.detail))
             pos = c.end
     if pos < size:
         out.append(_gap(pos, size, out[-1] if out else None, None))
@@ -170,6 +178,10 @@ def _filters_text(pipeline) -> str:
 # ---------------------------------------------------------------------------
 # Generic tiles (§2.1)
 
+#: how a generic tile header field's value is shown, where not as a number
+_HEADER_VALUE = {"datatype": datatype_name, "encryption_type": lambda v: ENCRYPTION_TYPES.get(v, f"UNKNOWN({v})")}
+
+
 def generic_tile_claims(data, file: str, offset: int, name: str, summary=None) -> tuple[list[ByteRange], int]:
     """Claims of the generic tile at `offset` and where it ends (the file's end if it does not decode).
 
@@ -182,8 +194,7 @@ def generic_tile_claims(data, file: str, offset: int, name: str, summary=None) -
         if e > len(head):
             break
         value = int.from_bytes(head[s:e], "little")
-        shown = {"datatype": lambda v: datatype_name(v),
-                 "encryption_type": lambda v: ENCRYPTION_TYPES.get(v, f"UNKNOWN({v})")}.get(field, str)(value)
+        shown = _HEADER_VALUE.get(field, str)(value)
         claims.append(ByteRange(offset + s, offset + e, f"{name}: header.{field}", f"{field} = {shown}"))
     try:
         header = read_generic_tile_header(data, offset, file, name)
@@ -472,15 +483,18 @@ def fragment_file_names(frag: Fragment) -> list[str]:
 
 
 def file_map(frag: Fragment, name: str) -> FileMap:
-    """The byte map of one file of the fragment folder, computed once per file size."""
+    """The byte map of one file of the fragment folder, computed once per file size. Built in one pass
+    of the store: each file it reads is one version (stat once, not once per generic tile)."""
     rel = frag._file(name)
-    size = frag.store.file_size(rel)
+    with frag.store.one_pass():
+        size = frag.store.file_size(rel)
 
-    def make():
-        m = _build(frag, name, size)
-        return m, 350 * len(m.ranges) + 200  # measured with tracemalloc: ~350 B a range, strings included
+        def make():
+            m = _build(frag, name, size)
+            return m, 350 * len(m.ranges) + 200  # measured with tracemalloc: ~350 B a range, strings included
 
-    return frag.store.cache.get_or_make(("byte_map", frag.store.path, frag.rel, frag.cache_token(), name, size), make)
+        return frag.store.cache.get_or_make(("byte_map", frag.store.path, frag.rel, frag.cache_token(), name, size),
+                                            make)
 
 
 def _build(frag: Fragment, name: str, size: int) -> FileMap:

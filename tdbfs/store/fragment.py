@@ -123,7 +123,12 @@ class Fragment(FragmentFolder):
     def decode_metadata(self) -> int:
         """Decode every generic tile the footer points at, through the accessors the views use (so a
         failure is the same problem, whoever finds it); failures are recorded, never raised. Returns how
-        many generic tiles the footer points at."""
+        many generic tiles the footer points at. In one pass of the store: the metadata file is one
+        version for all of its generic tiles (a stat, not one per tile)."""
+        with self.store.one_pass():
+            return self._decode_metadata()
+
+    def _decode_metadata(self) -> int:
         md = self._file(self.METADATA_FILE)
         footer = self.attempt(self.footer, md, "footer")
         if footer is None:
