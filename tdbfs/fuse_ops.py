@@ -386,7 +386,7 @@ class TdbfsOperations(_OperationsBase):
     # -- reading -----------------------------------------------------------------
     @_guard
     def getattr(self, path, fh=None):
-        if path.strip("/"):
+        if self._others and path.strip("/"):   # the folder's path worked out only where it is checked
             self._require(os.path.dirname(path.rstrip("/")) or "/", 0)
         handle = self._handle(fh)
         if handle is not None:

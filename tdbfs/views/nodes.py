@@ -312,6 +312,7 @@ def walk(root: DirNode, path: str, *, follow_links: bool = False, follow_last: b
     find = child or (lambda folder, name, _where: folder.child(name))
     todo = [p for p in path.split("/") if p not in ("", ".")]
     trail: list[tuple[str, Node]] = []   # (name, node) of each folder entered below root
+    where = ""                            # the names of `trail`, '/'-separated: kept as it grows (every request walks)
     node: Node = root
     links = 0
     while todo:
@@ -319,9 +320,9 @@ def walk(root: DirNode, path: str, *, follow_links: bool = False, follow_last: b
         if part == ".." and follow_links:
             if trail:
                 trail.pop()
+                where = "/".join(name for name, _ in trail)
             node = trail[-1][1] if trail else root
             continue
-        where = "/".join(name for name, _ in trail)
         if not isinstance(node, DirNode):
             raise NotAFolder(where)
         try:
@@ -337,12 +338,13 @@ def walk(root: DirNode, path: str, *, follow_links: bool = False, follow_last: b
             if links > MAX_LINKS:
                 raise LinkLoop(path)
             if found.target.startswith("/"):
-                trail, node = [], root
+                trail, node, where = [], root, ""
             todo = [p for p in found.target.split("/") if p not in ("", ".")] + todo
             continue
         trail.append((part, found))
+        where = f"{where}/{part}" if where else part
         node = found
-    return node, "/".join(name for name, _ in trail)
+    return node, where
 
 
 def resolve(root: DirNode, path: str) -> Node:
