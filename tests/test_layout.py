@@ -26,6 +26,7 @@ import pytest
 import corpus
 import reference
 from arrays import ENCRYPTION_KEY
+from test_many_fragments import CountingStorage
 from tdbfs.format.reversers.encryption import parse_key
 from tdbfs.store import ArrayStore
 from tdbfs.store import byte_map
@@ -285,10 +286,8 @@ def test_garbage_after_the_metadata_file_leaves_the_footer_undecodable(sample_ar
 
 def test_a_map_and_a_metadata_check_stat_the_metadata_file_once_and_the_next_sees_a_change(sample_array, tmp_path):
     """Building the map of __fragment_metadata.tdb (and check's decode of its generic tiles) takes the
-    file's version once, in one pass of the store, where each generic tile asked for it before (some 30
-    stats of a real fragment); a map asked for later, of the file as changed meanwhile, shows the change."""
-    from test_many_fragments import CountingStorage
-
+    file's version once, in one pass of the store, where each generic tile asked for it before (54 stats
+    of this file for one map); a map asked for later, of the file as changed meanwhile, shows the change."""
     built = sample_array("sparse_2d")
     path = _copy(built, tmp_path)
     name = reference.list_fragments(path)[0]
