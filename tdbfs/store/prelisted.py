@@ -128,6 +128,6 @@ class Prelisted:
             unchanged = False
         import logging   # here: `tdbfs mount` lists with this module, and logs nothing (~6 ms less)
 
-        logging.getLogger("tdbfs.store").debug("%s/ as tdbfs mount listed it (%d names): %s", rel or ".", len(encoded),
-                  "taken" if unchanged else "changed since, listed again")
+        logging.getLogger("tdbfs.store").debug("%s/ as tdbfs mount listed it (%d names): %s", rel or ".",
+                                               len(encoded), "taken" if unchanged else "changed since, listed again")
         return encoded if unchanged else None
