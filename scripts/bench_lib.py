@@ -164,7 +164,8 @@ def _daemon_pid(mnt: str) -> int:
                 args = f.read().split(b"\0")
         except OSError:
             continue
-        if b"--spawned" in args and mnt.encode() in args:
+        # a fork of `tdbfs mount ... MNT` (its argv), or `tdbfs.cli mount -f --spawned ... MNT` (cli/daemon_start.py)
+        if mnt.encode() in args and b"tdbfs.cli" in args and b"mount" in args and (b"--spawned" in args or b"-f" not in args):
             return int(p)
     raise RuntimeError("daemon not found")
 

@@ -190,8 +190,10 @@ def assert_unchanged(before: dict[str, tuple], after: dict[str, tuple]) -> None:
 
 
 def daemon_pids(mnt, spawned_only: bool = False) -> list[int]:
-    """Processes running `tdbfs.cli mount` for the mount point `mnt` (found by their argv); with
-    `spawned_only`, only background daemons (`--spawned`)."""
+    """Processes running `tdbfs mount` for the mount point `mnt` (found by their argv); with
+    `spawned_only`, only background daemons. A background daemon is a fork of `tdbfs mount ... ARRAY MNT`
+    and has its argv, or, where a secret is in play, a new `tdbfs.cli mount -f --spawned ... -- ARRAY MNT`
+    (cli/daemon_start.py); `tdbfs mount -f` is a daemon in the foreground."""
     target = os.path.realpath(os.fspath(mnt))
     out = []
     for pid in os.listdir("/proc"):
@@ -202,9 +204,12 @@ def daemon_pids(mnt, spawned_only: bool = False) -> list[int]:
                 argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
         except OSError:
             continue
-        if "tdbfs.cli" in argv and (not spawned_only or "--spawned" in argv) and \
-                any(os.path.realpath(a) == target for a in argv[-2:]):
-            out.append(int(pid))
+        command = any(a in ("tdbfs", "tdbfs.cli") or os.path.basename(a) == "tdbfs" for a in argv[:4])
+        if not command or "mount" not in argv or not any(os.path.realpath(a) == target for a in argv):
+            continue
+        if spawned_only and "--spawned" not in argv and ("-f" in argv or "--foreground" in argv):
+            continue
+        out.append(int(pid))
     return out
 
 

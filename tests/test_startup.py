@@ -201,6 +201,52 @@ def test_the_mount_command_itself_loads_neither_numpy_nor_the_store(tmp_path):
         assert not is_mounted(mnt), log
 
 
+#: `tdbfs mount` with a file of its own open, as a caller's descriptors would be, and its daemon's pid
+FORKING_PARENT = textwrap.dedent("""
+    import json, os, sys
+    held = open(sys.argv[3], "rb")
+    from tdbfs.cli.main import main
+    rc = main(["mount", sys.argv[1], sys.argv[2]])
+    print(json.dumps({"rc": rc, "pid": os.getpid(), "held_fd": held.fileno()}))
+""")
+
+
+def _cmdline(pid: str) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
+    except OSError:
+        return []
+
+
+def test_a_background_daemon_is_a_fork_that_keeps_nothing_of_its_parent_but_its_argv(tmp_path):
+    """With no secret in play the daemon is a fork of `tdbfs mount` (cli/daemon_start.py): the parent's argv,
+    a session of its own in /, and none of the parent's descriptors (a file it held, the pipe of its output)."""
+    path = _dense(tmp_path, 2)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    held = tmp_path / "held.bin"
+    held.write_bytes(b"x")
+    try:
+        res = subprocess.run([sys.executable, "-c", FORKING_PARENT, str(path), str(mnt), str(held)],
+                             capture_output=True, text=True, timeout=120)   # returns: no daemon holds its pipes
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        assert out["rc"] == 0
+        argv = [sys.executable, "-c", FORKING_PARENT, str(path), str(mnt), str(held)]
+        (pid,) = [int(p) for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == argv]
+        assert pid != out["pid"]
+        assert os.getsid(pid) == pid and os.readlink(f"/proc/{pid}/cwd") == "/"
+        assert sorted(os.listdir(mnt / "fragments")) == sorted(os.listdir(path / "__fragments"))
+        fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert all(fds[fd] == "/dev/null" for fd in (0, 1, 2)), fds
+        assert str(held) not in fds.values() and "/dev/fuse" in fds.values()
+        assert not any(target.startswith("pipe:") for target in fds.values()), fds
+    finally:
+        log = unmount(mnt)
+        assert not is_mounted(mnt), log
+
+
 STUCK_LISTING = textwrap.dedent("""
     import sys, threading
     import tdbfs.cli.mount as mount

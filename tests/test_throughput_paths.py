@@ -23,10 +23,13 @@ measure the speed).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import textwrap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,8 +44,8 @@ import tdbfs.store.cache as cache_module
 import tdbfs.store.fragment as fragment_module
 
 from mounting import daemon_pids
-from tdbfs.cli.daemon import MALLOC_ENV
-from tdbfs.cli.main import BLAS_ENV
+from tdbfs.cli.common import BLAS_ENV
+from tdbfs.cli.daemon import MALLOC_TUNING
 from tdbfs.format import zstd_tile
 from tdbfs.format.errors import FormatError
 from tdbfs.format.tile import parse_chunk_headers, unfilter_tile
@@ -278,16 +281,67 @@ def test_a_chunk_damaged_ahead_is_reported_by_the_real_read(tmp_path, mount):
         expected["a0"][3 * CAPACITY * 4:]
 
 
-def test_the_malloc_and_blas_settings_reach_the_daemon(sparse_array, mount):
+def test_the_malloc_and_blas_settings_reach_the_daemon(sparse_array, mount, tmp_path):
+    """The daemon tunes malloc itself (it is often a fork of `tdbfs mount`, past the process start where
+    glibc reads MALLOC_*), and its log says what is in effect; a user's own settings win."""
     path, _, _ = sparse_array
-    mnt = mount(path)
+    log = tmp_path / "daemon.log"
+    mnt = mount(path, extra_args=["--log", str(log)])
     (pid,) = daemon_pids(mnt, spawned_only=True)
-    with open(f"/proc/{pid}/environ", "rb") as f:
-        env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-    for key, value in MALLOC_ENV.items():
-        assert env.get(key.encode()) == value.encode(), key
-    for key, value in BLAS_ENV.items():  # numpy's BLAS starts no spinning threads; a user's setting wins
-        assert env.get(key.encode()) == os.environ.get(key, value).encode(), key
+    assert os.getsid(pid) == pid   # detached: a session of its own
+    ours = {**{k: str(v) for k, (_, v) in MALLOC_TUNING.items()}, **BLAS_ENV}
+    assert f"environment: {' '.join(f'{k}={v}' for k, v in ours.items())}" in log.read_text()
+    theirs = {"MALLOC_TOP_PAD_": "4096", "OPENBLAS_NUM_THREADS": "2"}
+    log2 = tmp_path / "daemon2.log"
+    mount(path, extra_args=["--log", str(log2)], env=theirs)
+    line = next(ln for ln in log2.read_text().splitlines() if "environment:" in ln)
+    assert "MALLOC_TOP_PAD_=4096 " in line and line.endswith(" OPENBLAS_NUM_THREADS=2")
+    assert "MALLOC_MMAP_THRESHOLD_=33554432 " in line
+
+
+#: malloc's state around one 16 MiB block, with or without tune_malloc (mallinfo2, glibc 2.33 and later)
+MALLINFO = textwrap.dedent("""
+    import ctypes, json, sys
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                     "keepcost")]
+
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = MallInfo2
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    tuned = None
+    if sys.argv[1] == "tune":
+        from tdbfs.cli.daemon import tune_malloc
+        tuned = tune_malloc()
+    block = libc.malloc(16 << 20)
+    held = libc.mallinfo2()
+    libc.free(block)
+    freed = libc.mallinfo2()
+    print(json.dumps({"tuned": tuned, "mapped_held": held.hblkhd, "heap_held": held.arena,
+                      "heap_freed": freed.arena}))
+""")
+
+
+def test_tune_malloc_keeps_big_blocks_on_the_heap_and_the_heap_untrimmed():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+
+    def probe(mode):
+        res = subprocess.run([sys.executable, "-c", MALLINFO, mode], capture_output=True, text=True, env=env,
+                             timeout=60)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    plain, tuned = probe("plain"), probe("tune")
+    # glibc's default: a block this big is a mapping of its own, unmapped when freed
+    assert plain["mapped_held"] >= 16 << 20
+    assert tuned["tuned"] == {k: str(v) for k, (_, v) in MALLOC_TUNING.items()}
+    # tuned: the block comes from the heap, grown with the top pad, and freeing it trims nothing
+    assert tuned["mapped_held"] < 16 << 20
+    assert tuned["heap_held"] >= (16 << 20) + (64 << 20)
+    assert tuned["heap_freed"] == tuned["heap_held"]
 
 
 def test_read_ahead_kb_is_an_option_of_tdbfs_not_of_libfuse():

@@ -13,6 +13,12 @@ PROG = "tdbfs"
 DEFAULT_CACHE_MB = 512
 
 
+#: numpy's OpenBLAS starts a thread per core when numpy is imported, which spins for a while before it
+#: sleeps: in a fresh daemon that spinning took a tenth of a CPU-second from the first tile reads
+#: (perf). tdbfs does no linear algebra; a user's own setting wins (main sets it for every command).
+BLAS_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 class CliError(Exception):
     """A failure to report as one line `tdbfs: error: ...`."""
 

@@ -13,16 +13,18 @@ import threading
 import time
 
 from .. import __version__
-from .common import PROG, CliError
+from . import daemon_start
+from .common import BLAS_ENV, PROG, CliError
 from .mountpoints import mount_fstype, unmount
 
 
 #: glibc malloc tuning for the daemon (docs/performance.md §3: 0.4-0.6 -> 1.0-1.3 GB/s on the decode
-#: path). glibc reads it only at process start, so it is set when the daemon is spawned.
-MALLOC_ENV = {
-    "MALLOC_MMAP_THRESHOLD_": "33554432",
-    "MALLOC_TRIM_THRESHOLD_": "1073741824",
-    "MALLOC_TOP_PAD_": "67108864",
+#: path): the variable a user would set, mallopt's parameter for it (malloc.h) and our value. Without it
+#: every request mapped and unmapped its buffers and trimmed the heap.
+MALLOC_TUNING = {
+    "MALLOC_MMAP_THRESHOLD_": (-3, 32 << 20),   # M_MMAP_THRESHOLD
+    "MALLOC_TRIM_THRESHOLD_": (-1, 1 << 30),    # M_TRIM_THRESHOLD
+    "MALLOC_TOP_PAD_": (-2, 64 << 20),          # M_TOP_PAD
 }
 
 
@@ -72,6 +74,29 @@ def _setup_logging(log_file: str | None, debug: bool) -> None:
         logging.getLogger(sdk).setLevel(logging.WARNING)
 
 
+def tune_malloc() -> dict[str, str]:
+    """Apply MALLOC_TUNING to this process with mallopt, where the user's environment does not set the
+    variable (glibc applied theirs when the process started: a user's setting wins). The daemon is often
+    a fork of `tdbfs mount` (daemon_start.py), so the tuning cannot wait for a process start. The value
+    of each variable now in effect, as its environment form: ours, the user's, or "not set" where
+    mallopt refused or this C library has none."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        mallopt = None
+    out = {}
+    for name, (param, value) in MALLOC_TUNING.items():
+        if name in os.environ:
+            out[name] = os.environ[name]
+        elif mallopt is not None and mallopt(param, value) == 1:
+            out[name] = str(value)
+        else:
+            out[name] = "not set"
+    return out
+
+
 def run_daemon(args, store, mnt: str, options) -> int:
     """The daemon itself: serve until unmounted."""
     import logging
@@ -80,6 +105,7 @@ def run_daemon(args, store, mnt: str, options) -> int:
     from ..fuse_setup import access_mask
     from ..views.tree import build_root
 
+    malloc = tune_malloc()   # before the first tile is decoded
     log_file = os.path.abspath(args.log) if args.log else None
     _setup_logging(log_file, args.debug)
     root = build_root(store)
@@ -109,8 +135,11 @@ def run_daemon(args, store, mnt: str, options) -> int:
         perm_mask = access_mask(store.path)
     except OSError:
         perm_mask = 0o500  # cannot tell who else may read the array: only its mounter
-    logging.getLogger("tdbfs").info("tdbfs %s: serving %s on %s (cache %d MiB, pid %d, modes %s)",
-                                    __version__, store.path, mnt, args.cache_mb, os.getpid(), oct(perm_mask))
+    log = logging.getLogger("tdbfs")
+    log.info("tdbfs %s: serving %s on %s (cache %d MiB, pid %d, modes %s)",
+             __version__, store.path, mnt, args.cache_mb, os.getpid(), oct(perm_mask))
+    settings = {**malloc, **{k: os.environ.get(k, "not set") for k in BLAS_ENV}}
+    log.info("environment: %s", " ".join(f"{k}={v}" for k, v in settings.items()))
     try:
         signum = fuse_ops.serve(root, mnt, options, on_init=on_init, perm_mask=perm_mask)
     except fuse_ops.MountError as exc:
@@ -119,25 +148,6 @@ def run_daemon(args, store, mnt: str, options) -> int:
         raise CliError(f"FUSE is not available: {exc}") from None
     # stopped by a signal: unmounted, so no error; Ctrl-C keeps the shell's 128+SIGINT
     return 130 if signum == signal.SIGINT else 0
-
-
-def daemon_env() -> dict:
-    """The daemon's environment: glibc's malloc tuning, and this interpreter's module path
-    in PYTHONPATH, so the daemon can start with `-S` (no site.py: ~12 ms less start-up,
-    most of it the editable install's import hook) and still import what we import.
-    Without the key variables: the key goes through a pipe (see `spawn_daemon`)."""
-    from ..format.reversers.keys import ENV_KEY, ENV_KEY_FILE
-
-    env = {k: v for k, v in os.environ.items() if k not in (ENV_KEY, ENV_KEY_FILE)}
-    for key, value in MALLOC_ENV.items():
-        env.setdefault(key, value)
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above tdbfs/
-    paths: list[str] = []
-    for p in [pkg_parent] + env.get("PYTHONPATH", "").split(os.pathsep) + sys.path:
-        if p and os.path.isabs(p) and p not in paths:
-            paths.append(p)
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
 
 
 def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None) -> int:
@@ -150,7 +160,7 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
     store/prelisted.py); it is waited for LISTING_WAIT_S at most."""
     from .remote_options import fuse_items, remote_items, write_secrets
 
-    cmd = [sys.executable, "-S", "-m", "tdbfs.cli", "mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
+    cmd = ["mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
     # the options that carry secrets go through a pipe: argv stays in /proc, readable by all (ps)
     for opt in fuse_items(args.options) + remote_items(args.options, secret=False):
         cmd += ["-o", opt]
@@ -184,9 +194,8 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
         cmd += ["--listing-fd", str(listing_fd)]
     cmd += ["--", array, mnt]
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True, cwd="/", env=daemon_env(), close_fds=True,
-                                pass_fds=pass_fds)
+        # a fork keeps this process's argv and environment in /proc: not where they hold a secret
+        proc = daemon_start.start(cmd, pass_fds, fork=key is None and secrets_fd is None)
     finally:
         for fd in pass_fds:
             if fd != listing_fd:

@@ -6,14 +6,8 @@ import os
 import sys
 
 from ..text import shown
-from .common import CliError, error
+from .common import BLAS_ENV, CliError, error
 from .parser import UsageError, build_parser
-
-
-#: numpy's OpenBLAS starts a thread per core when numpy is imported, which spins for a while before it
-#: sleeps: in a fresh daemon that spinning took a tenth of a CPU-second from the first tile reads
-#: (perf). tdbfs does no linear algebra; a user's own setting wins.
-BLAS_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 def run() -> None:
