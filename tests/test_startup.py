@@ -247,6 +247,34 @@ def test_a_background_daemon_is_a_fork_that_keeps_nothing_of_its_parent_but_its_
         assert not is_mounted(mnt), log
 
 
+#: `tdbfs mount` called by a program that runs a thread of its own
+THREADED_PARENT = textwrap.dedent("""
+    import sys, threading
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+    from tdbfs.cli.main import main
+    print(main(["mount", sys.argv[1], sys.argv[2]]))
+""")
+
+
+def test_a_caller_running_threads_gets_a_new_interpreter_as_its_daemon(tmp_path):
+    """A fork would copy the locks of the caller's other threads, held by no thread of the child: the
+    daemon is then started as a new interpreter, as where a secret is in play."""
+    path = _dense(tmp_path, 2)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        res = subprocess.run([sys.executable, "-c", THREADED_PARENT, str(path), str(mnt)], capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 0 and res.stdout.split() == ["0"], res.stderr
+        (pid,) = daemon_pids(mnt, spawned_only=True)
+        argv = _cmdline(str(pid))
+        assert argv[1:7] == ["-S", "-m", "tdbfs.cli", "mount", "-f", "--spawned"], argv
+        assert sorted(os.listdir(mnt / "fragments")) == sorted(os.listdir(path / "__fragments"))
+    finally:
+        log = unmount(mnt)
+        assert not is_mounted(mnt), log
+
+
 STUCK_LISTING = textwrap.dedent("""
     import sys, threading
     import tdbfs.cli.mount as mount

@@ -194,8 +194,10 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
         cmd += ["--listing-fd", str(listing_fd)]
     cmd += ["--", array, mnt]
     try:
-        # a fork keeps this process's argv and environment in /proc: not where they hold a secret
-        proc = daemon_start.start(cmd, pass_fds, fork=key is None and secrets_fd is None)
+        # a fork keeps this process's argv and environment in /proc: not where they hold a secret; and a
+        # caller's other threads would leave the child locks that no thread of it will ever release
+        fork = key is None and secrets_fd is None and threading.active_count() == 1
+        proc = daemon_start.start(cmd, pass_fds, fork=fork)
     finally:
         for fd in pass_fds:
             if fd != listing_fd:

@@ -6,7 +6,8 @@ getting back there, about a quarter of the time to a live mount (docs/performanc
 its parent's argv and environment in `/proc/PID/cmdline` and `/proc/PID/environ` for the life of the
 mount: where the parent was given an encryption key (`--key-file`, TDBFS_ENCRYPTION_KEY, TDBFS_KEY_FILE)
 or secret `-o` options, the daemon is a new interpreter, whose argv and environment hold none of them (the
-secrets reach it through pipes).
+secrets reach it through pipes). So it is where `tdbfs mount` is called in a process that runs other
+threads (`main` called from a program): a fork would hold copies of their locks, which no thread releases.
 
 Either way the daemon runs `tdbfs mount -f --spawned ...` through `main`, in a session of its own, in `/`,
 with stdin and stdout on /dev/null and stderr on a pipe the parent reads until the mount is live.
