@@ -4,6 +4,7 @@ tdbfs/views/simple_yaml.py). Counted in modules loaded, not in seconds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -184,21 +185,27 @@ PARENT = textwrap.dedent("""
 """ % (HEAVY + ("tdbfs.store.array_store", "tdbfs.store.base_store", "tdbfs.format.generic_tile"),))
 
 
-def test_the_mount_command_itself_loads_neither_numpy_nor_the_store(tmp_path):
-    """The parent process lists the fragment folders for its daemon (store/prelisted.py) with the
-    storage alone: nothing that parses."""
-    path = _dense(tmp_path, 2)
-    mnt = tmp_path / "mnt"
+@contextlib.contextmanager
+def _mounted_by(script: str, path, mnt, *extra, timeout: int = 120):
+    """The result of `python -c script ARRAY MNT EXTRA...`, a program that mounts by calling tdbfs's `main`;
+    the mount is undone afterwards, whatever the test found."""
     mnt.mkdir()
     try:
-        res = subprocess.run([sys.executable, "-c", PARENT, str(path), str(mnt)], capture_output=True, text=True,
-                             timeout=120)
-        assert res.returncode == 0, res.stderr
-        assert json.loads(res.stdout) == {"rc": 0, "loaded": []}
-        assert sorted(os.listdir(mnt / "fragments")) == sorted(os.listdir(path / "__fragments"))
+        yield subprocess.run([sys.executable, "-c", script, str(path), str(mnt), *map(str, extra)],
+                             capture_output=True, text=True, timeout=timeout)
     finally:
         log = unmount(mnt)
         assert not is_mounted(mnt), log
+
+
+def test_the_mount_command_itself_loads_neither_numpy_nor_the_store(tmp_path):
+    """The parent process lists the fragment folders for its daemon (store/prelisted.py) with the
+    storage alone: nothing that parses."""
+    path, mnt = _dense(tmp_path, 2), tmp_path / "mnt"
+    with _mounted_by(PARENT, path, mnt) as res:
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout) == {"rc": 0, "loaded": []}
+        assert sorted(os.listdir(mnt / "fragments")) == sorted(os.listdir(path / "__fragments"))
 
 
 #: `tdbfs mount` with a file of its own open, as a caller's descriptors would be, and its daemon's pid
@@ -222,14 +229,10 @@ def _cmdline(pid: str) -> list[str]:
 def test_a_background_daemon_is_a_fork_that_keeps_nothing_of_its_parent_but_its_argv(tmp_path):
     """With no secret in play the daemon is a fork of `tdbfs mount` (cli/daemon_start.py): the parent's argv,
     a session of its own in /, and none of the parent's descriptors (a file it held, the pipe of its output)."""
-    path = _dense(tmp_path, 2)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
+    path, mnt = _dense(tmp_path, 2), tmp_path / "mnt"
     held = tmp_path / "held.bin"
     held.write_bytes(b"x")
-    try:
-        res = subprocess.run([sys.executable, "-c", FORKING_PARENT, str(path), str(mnt), str(held)],
-                             capture_output=True, text=True, timeout=120)   # returns: no daemon holds its pipes
+    with _mounted_by(FORKING_PARENT, path, mnt, held) as res:   # it returned: no daemon holds its pipes
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout)
         assert out["rc"] == 0
@@ -242,9 +245,6 @@ def test_a_background_daemon_is_a_fork_that_keeps_nothing_of_its_parent_but_its_
         assert all(fds[fd] == "/dev/null" for fd in (0, 1, 2)), fds
         assert str(held) not in fds.values() and "/dev/fuse" in fds.values()
         assert not any(target.startswith("pipe:") for target in fds.values()), fds
-    finally:
-        log = unmount(mnt)
-        assert not is_mounted(mnt), log
 
 
 #: `tdbfs mount` called by a program that runs a thread of its own
@@ -259,20 +259,13 @@ THREADED_PARENT = textwrap.dedent("""
 def test_a_caller_running_threads_gets_a_new_interpreter_as_its_daemon(tmp_path):
     """A fork would copy the locks of the caller's other threads, held by no thread of the child: the
     daemon is then started as a new interpreter, as where a secret is in play."""
-    path = _dense(tmp_path, 2)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    try:
-        res = subprocess.run([sys.executable, "-c", THREADED_PARENT, str(path), str(mnt)], capture_output=True,
-                             text=True, timeout=120)
+    path, mnt = _dense(tmp_path, 2), tmp_path / "mnt"
+    with _mounted_by(THREADED_PARENT, path, mnt) as res:
         assert res.returncode == 0 and res.stdout.split() == ["0"], res.stderr
         (pid,) = daemon_pids(mnt, spawned_only=True)
         argv = _cmdline(str(pid))
         assert argv[1:7] == ["-S", "-m", "tdbfs.cli", "mount", "-f", "--spawned"], argv
         assert sorted(os.listdir(mnt / "fragments")) == sorted(os.listdir(path / "__fragments"))
-    finally:
-        log = unmount(mnt)
-        assert not is_mounted(mnt), log
 
 
 STUCK_LISTING = textwrap.dedent("""
@@ -287,17 +280,10 @@ STUCK_LISTING = textwrap.dedent("""
 def test_a_listing_that_never_ends_does_not_hold_up_the_mount(tmp_path):
     """The fragment folders `tdbfs mount` lists for its daemon are waited for a second at most: on a
     folder that never lists the mount still returns, and its daemon lists the fragments itself."""
-    path = _dense(tmp_path, 2)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    try:
-        res = subprocess.run([sys.executable, "-c", STUCK_LISTING, str(path), str(mnt)], capture_output=True,
-                             text=True, timeout=60)
+    path, mnt = _dense(tmp_path, 2), tmp_path / "mnt"
+    with _mounted_by(STUCK_LISTING, path, mnt, timeout=60) as res:
         assert res.returncode == 0 and res.stdout.split() == ["0"], res.stderr
         assert sorted(os.listdir(mnt / "fragments")) == sorted(os.listdir(path / "__fragments"))
-    finally:
-        log = unmount(mnt)
-        assert not is_mounted(mnt), log
 
 
 #: the `tdbfs` command as its console script runs it, with an atexit handler that says whether the
