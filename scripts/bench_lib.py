@@ -165,7 +165,8 @@ def _daemon_pid(mnt: str) -> int:
         except OSError:
             continue
         # a fork of `tdbfs mount ... MNT` (its argv), or `tdbfs.cli mount -f --spawned ... MNT` (cli/daemon_start.py)
-        if mnt.encode() in args and b"tdbfs.cli" in args and b"mount" in args and (b"--spawned" in args or b"-f" not in args):
+        ours = mnt.encode() in args and b"tdbfs.cli" in args and b"mount" in args
+        if ours and (b"--spawned" in args or b"-f" not in args):
             return int(p)
     raise RuntimeError("daemon not found")
 

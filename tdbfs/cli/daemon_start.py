@@ -1,4 +1,4 @@
-"""How `tdbfs mount` starts its background daemon: a fork of itself, or a new interpreter where a secret is in play.
+"""How `tdbfs mount` starts its background daemon: a fork of itself, or a new interpreter where a fork would not do.
 
 A fork starts the daemon where `tdbfs mount` already is: its interpreter up, `tdbfs.cli` imported and the
 command line parsed. A new interpreter (`python -S -m tdbfs.cli mount -f --spawned ...`) spends 40-55 ms
@@ -60,7 +60,7 @@ class ForkedDaemon:
 
     @classmethod
     def start(cls, argv: list[str], pass_fds: tuple) -> ForkedDaemon:
-        # Only this thread exists here (no thread is started before the daemon), so the child
+        # The caller forks only where this is the process's one thread (spawn_daemon), so the child
         # inherits no lock held by another thread. What is buffered for our stdout and stderr is
         # written now, or the child would write it a second time.
         read_fd, write_fd = os.pipe()
