@@ -182,7 +182,7 @@ tdbfs_setup() {
                _tdbfs_log "error: pip install genomicsdb==0.1.6 failed"; return 1
            fi
     # Byte-compile the package as a regular (non-editable) install does: every mount starts
-    # a daemon interpreter, and compiling tdbfs's sources at each start costs ~0.1 s, which
+    # a process that imports tdbfs, and compiling tdbfs's sources at each start costs ~0.1 s, which
     # would happen on every mount where PYTHONDONTWRITEBYTECODE is set.
     "$TDBFS_PY" -m compileall -q "$TDBFS_ROOT/tdbfs" >/dev/null || true
 }
