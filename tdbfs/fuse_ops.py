@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Callable, Mapping, Optional
 
+from .fuse_dirents import BulkFill
 from .fuse_setup import FuseOptions, choose_libfuse, setup_problem, which
 from .views.nodes import DirNode, FileNode, Node, NoSuchPath, NotAFolder, SymlinkNode, ViewError, walk
 
@@ -647,8 +648,15 @@ def _fuse_class():
 
         def readdir_fuse_3(self, path, buf, filler, offset, fip, flags):
             fill = ctypes.cast(filler, _FILL_CALL_3)
-            return _fill_dir(self.operations, path, fill, ctypes.c_void_p(buf), offset, fip.contents.fh, _NO_FILL_FLAGS,
-                             plus=bool(flags & _READDIR_PLUS))
+            plus = bool(flags & _READDIR_PLUS)
+            # with readdir_ino, libfuse gives each name the inode it knows of it: no two records alike
+            bulk = None if "readdir_ino" in self.operations.options.extra else BulkFill(buf, fip.contents.fh, plus)
+            done = _fill_dir(self.operations, path, fill, ctypes.c_void_p(buf), offset, fip.contents.fh, _NO_FILL_FLAGS,
+                             plus=plus, bulk=bulk)
+            if bulk is not None and bulk.written and log.isEnabledFor(logging.DEBUG):
+                log.debug("readdir of %s from %d: %d names written in bulk",
+                          path.decode("utf-8", "replace") if path else "?", offset, bulk.written)
+            return done
 
     return _Fuse
 
@@ -699,11 +707,16 @@ _PLUS_REPLY = 4096
 _DIRENTPLUS_SIZE = 152
 
 
+#: the fewest names after the first of a request that `_fill_dir` writes in bulk: below, the filler's
+#: calls cost less than reading the reply's layout
+_BULK_MIN = 64
+
+
 def _fits_one_plus_reply(names) -> bool:
     return sum(_DIRENTPLUS_SIZE + ((len(n) + 7) & ~7) for n in names) + 2 * (_DIRENTPLUS_SIZE + 8) <= _PLUS_REPLY
 
 
-def _fill_dir(operations, path, filler, buf, offset, fh, *flags, plus=False) -> int:
+def _fill_dir(operations, path, filler, buf, offset, fh, *flags, plus=False, bulk=None) -> int:
     """Hand the entries of an open folder from `offset` on to libfuse's filler, each with the offset of
     the next: libfuse then writes them straight into the reply (no copy of the listing of its own) and
     says when the reply is full, and the kernel asks again from there. mfusepy's loop (offsets 0) built
@@ -714,7 +727,11 @@ def _fill_dir(operations, path, filler, buf, offset, fh, *flags, plus=False) -> 
     attributes: the kernel then walks into them without a LOOKUP each (`find` and `ls -R` walk a
     fragment's 10 folders in 10 round trips fewer of about 55). A listing that may not fit in one
     reply gets none: libfuse counts a lookup for an entry with attributes even when it does not fit,
-    and never learns that the kernel did not see it."""
+    and never learns that the kernel did not see it.
+
+    `bulk` (a fuse_dirents.BulkFill, libfuse 3), for a big listing of one file type: the filler takes
+    the first name of the request, and the rest are written into the reply in bulk where it is laid
+    out as expected."""
     path = None if path is None else path.decode("utf-8", "surrogateescape")
     names, modes = operations.dirents(path, fh, offset)
     st = mfusepy.c_stat()
@@ -737,18 +754,38 @@ def _fill_dir(operations, path, filler, buf, offset, fh, *flags, plus=False) -> 
                 break
         return 0
     start = max(offset, 2)
-    rest = itertools.islice(names, start - 2, None)
     if isinstance(modes, int):
         st.st_mode = modes
+        if bulk is not None and isinstance(names, list) and len(names) - (start - 2) > _BULK_MIN:
+            first = names[start - 2]
+            bulk.start()
+            if fill(first, at, start + 1, *flags):
+                return 0
+            if bulk.fill_after(first, start + 1, modes, names, start - 1):
+                return 0
+            _unexpected_reply()
+            start += 1  # the filler takes the rest
+        rest = _names_from(names, start - 2)
         # one C-level loop (any() stops at the first "full"): no Python bytecode per entry
         any(map(filler, itertools.repeat(buf), rest, itertools.repeat(at), itertools.count(start + 1),
                 *map(itertools.repeat, flags)))
     else:
-        for off, name, mode in zip(itertools.count(start + 1), rest, itertools.islice(modes, start - 2, None)):
+        for off, name, mode in zip(itertools.count(start + 1), _names_from(names, start - 2), modes[start - 2:]):
             st.st_mode = mode
             if fill(name, at, off, *flags):
                 break
     return 0
+
+
+@functools.cache
+def _unexpected_reply() -> None:
+    log.warning("libfuse's readdir reply is not laid out as tdbfs expects (fuse_dirents.py): every name of a "
+                "listing goes through its filler, one call each")
+
+
+def _names_from(names, index: int):
+    # a list is sliced (copying pointers) where islice would step through every name before `index`
+    return iter(names[index:]) if isinstance(names, list) else itertools.islice(names, index, None)
 
 
 class MountError(RuntimeError):
