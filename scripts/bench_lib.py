@@ -60,21 +60,27 @@ def make_check_array(path: str, cells: int, small: int) -> None:
             A[lo:lo + part] = {"a": rng.integers(0, 1 << 20, part, dtype=np.int32)}
 
 
+#: the first fragment's timestamp: milliseconds since the epoch, as TileDB stamps a write. All names
+#: then have one length and sort in time order, as in an array written at the current time (timestamps
+#: 1..n gave names of 1 to 6 digits, interleaved in the folder's order)
+FIRST_TIMESTAMP_MS = 1_700_000_000_000
+
+
 def make_fragments(path: str, n: int) -> None:
-    """n real fragments: one written by tiledb-py, the others hard links of its files under new
-    timestamps and uuids (fragment contents do not name themselves in format 22), each with its
+    """n real fragments: one written by tiledb-py, the others hard links of its files under the next
+    timestamps and new uuids (fragment contents do not name themselves in format 22), each with its
     commit file; tiledb-py's fragment list must then see exactly n."""
     dom = tiledb.Domain(tiledb.Dim("d", domain=(0, 1023), tile=64, dtype=np.int64))
     tiledb.Array.create(path, tiledb.ArraySchema(domain=dom, sparse=False, attrs=[_zstd_int32("a")]))
-    with tiledb.open(path, "w", timestamp=1) as A:
+    with tiledb.open(path, "w", timestamp=FIRST_TIMESTAMP_MS) as A:
         A[0:256] = {"a": np.arange(256, dtype=np.int32)}
     frags, commits = os.path.join(path, "__fragments"), os.path.join(path, "__commits")
     (first,) = os.listdir(frags)
     version = first.split("_")[-1]
     src = os.path.join(frags, first)
     files = [(f, os.path.join(src, f)) for f in os.listdir(src)]
-    for i in range(2, n + 1):
-        name = f"__{i}_{i}_{uuid.uuid4().hex}_{version}"
+    for t in range(FIRST_TIMESTAMP_MS + 1, FIRST_TIMESTAMP_MS + n):
+        name = f"__{t}_{t}_{uuid.uuid4().hex}_{version}"
         dst = os.path.join(frags, name)
         os.mkdir(dst)
         # ext4 allows 65,000 links to a file: then copy once and link to the copy
