@@ -13,7 +13,9 @@ them (its `last` pointing at its own `first`, its `fh` ours, nothing listed its 
 record of the size the kernel's format gives, holding the name, the offset and the file type where it
 puts them. Then the names after it are written as copies of that record (name, its length and the
 offset changed), a run of names of one length at a time in a few C-level joins, and `len` is moved
-past them. If anything differs, `fill_after` says so and the filler is called for each name.
+past them. Names that come joined and of one length (joined_names.py: the fragments `tdbfs mount`
+listed) are written from one slice of them, with no object per name. If anything differs,
+`fill_after` says so and the filler is called for each name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import itertools
 import os
 import stat
 import struct
+from collections.abc import Sequence
+
+from .joined_names import SEPARATOR, JoinedNames
 
 #: sizeof(pthread_mutex_t), which begins struct fuse_dh, in glibc on the machines it is known for
 _MUTEX_SIZE = {"x86_64": 40, "aarch64": 48}.get(os.uname().machine)
@@ -83,8 +88,25 @@ def _same_size(names, lens, size, off, prefix, ftype, name_at) -> bytearray:
         data = bytearray(head)
         data += head.join(map(bytes.ljust, names, itertools.repeat(width), itertools.repeat(b"\0")))
         memoryview(data).cast("I")[(name_at - 8) // 4::size // 4] = array.array("I", lens)
-    memoryview(data).cast("Q")[(name_at - 16) // 8::size // 8] = array.array("Q", range(off, off + len(names)))
+    _set_offsets(data, size, off, len(names), name_at)
     return data
+
+
+def _joined_records(joined: bytes, count: int, width: int, size: int, off, prefix, ftype, name_at) -> bytearray:
+    """The records of `count` names of `width` bytes each, joined by NUL in `joined`: each joint
+    replaced by what lies between two names (the padding, then the next record's head)."""
+    head = prefix + _TAIL.pack(0, width, ftype)
+    pad = bytes(size - name_at - width)
+    data = bytearray(head)
+    data += joined.replace(SEPARATOR, pad + head)
+    data += pad
+    _set_offsets(data, size, off, count, name_at)
+    return data
+
+
+def _set_offsets(data: bytearray, size: int, off: int, count: int, name_at: int) -> None:
+    """Each record's off (records of `size` bytes), from `off` on, in one strided assignment."""
+    memoryview(data).cast("Q")[(name_at - 16) // 8::size // 8] = array.array("Q", range(off, off + count))
 
 
 def _dh_type(mutex_size: int):
@@ -119,7 +141,7 @@ class BulkFill:
         if self._dh is not None:
             self._len0 = self._dh.len
 
-    def fill_after(self, name: bytes, off: int, mode: int, names: list, index: int) -> bool:
+    def fill_after(self, name: bytes, off: int, mode: int, names: Sequence[bytes], index: int) -> bool:
         """Write `names[index:]` (encoded, all of file type `mode`), with offsets from `off + 1` on,
         after the record the filler wrote for `name` at offset `off`, as far as they fit (the kernel
         asks again from there). False when the reply is not laid out as expected: then nothing was
@@ -131,6 +153,14 @@ class BulkFill:
         sizes = _SIZES[self._plus]
         prefix, ftype = head[:name_at - 16], stat.S_IFMT(mode) >> 12
         room = dh.needlen - dh.len
+        if isinstance(names, JoinedNames) and names.width is not None and names.width <= _NAME_MAX:
+            # names of one length (fragment folders): the records of the request are slices of one object
+            fit = min(len(names) - index, room // sizes[names.width])
+            if fit:
+                self._append(_joined_records(names.span(index, index + fit), fit, names.width, sizes[names.width],
+                                             off + 1, prefix, ftype, name_at))
+                self.written += fit
+            return True
         next_off = off + 1
         while index < len(names):
             block = names[index:index + _BLOCK]
@@ -151,8 +181,7 @@ class BulkFill:
                 data = _records(block[:fit], lens[:fit], rec_sizes[:fit], next_off, prefix, ftype, name_at) \
                     if fit else b""
             if fit:
-                ctypes.memmove(dh.contents + dh.len, (ctypes.c_char * len(data)).from_buffer(data), len(data))
-                dh.len += len(data)
+                self._append(data)
                 room -= len(data)
                 next_off += fit
                 index += fit
@@ -160,6 +189,12 @@ class BulkFill:
             if fit < len(block):
                 break  # the next name does not fit, or is not for the kernel
         return True
+
+    def _append(self, data: bytearray) -> None:
+        """Records after what the reply holds (they fit: the caller measured the room)."""
+        dh = self._dh
+        ctypes.memmove(dh.contents + dh.len, (ctypes.c_char * len(data)).from_buffer(data), len(data))
+        dh.len += len(data)
 
     def _record_head(self, name: bytes, off: int, mode: int) -> bytes | None:
         """The bytes before the name of the record the filler wrote for `name`, if the reply and the

@@ -35,6 +35,7 @@ from typing import Callable, Mapping, Optional
 
 from .fuse_dirents import BulkFill
 from .fuse_setup import FuseOptions, choose_libfuse, setup_problem, which
+from .joined_names import JoinedNames
 from .views.nodes import DirNode, FileNode, Node, NoSuchPath, NotAFolder, SymlinkNode, ViewError, walk
 
 log = logging.getLogger("tdbfs.fuse")
@@ -756,7 +757,7 @@ def _fill_dir(operations, path, filler, buf, offset, fh, *flags, plus=False, bul
     start = max(offset, 2)
     if isinstance(modes, int):
         st.st_mode = modes
-        if bulk is not None and isinstance(names, list) and len(names) - (start - 2) > _BULK_MIN:
+        if bulk is not None and isinstance(names, _LISTS) and len(names) - (start - 2) > _BULK_MIN:
             first = names[start - 2]
             bulk.start()
             if fill(first, at, start + 1, *flags):
@@ -783,9 +784,13 @@ def _unexpected_reply() -> None:
                 "listing goes through its filler, one call each")
 
 
+#: listings that index and slice at once (a list, or its names joined: joined_names.py)
+_LISTS = (list, JoinedNames)
+
+
 def _names_from(names, index: int):
     # a list is sliced (copying pointers) where islice would step through every name before `index`
-    return iter(names[index:]) if isinstance(names, list) else itertools.islice(names, index, None)
+    return iter(names[index:]) if isinstance(names, _LISTS) else itertools.islice(names, index, None)
 
 
 class MountError(RuntimeError):

@@ -199,7 +199,7 @@ def test_fragments_listing_is_prepared_once_per_listing(many):
     store = ArrayStore(storage)
     ops = TdbfsOperations(build_root(store))
     first = ops.dirents("/fragments", ops.opendir("/fragments"), 0)
-    assert first[0] == [n.encode() for n in names] and first[1] == stat.S_IFDIR | 0o555
+    assert list(first[0]) == [n.encode() for n in names] and first[1] == stat.S_IFDIR | 0o555
     storage.reset()
     again = ops.dirents("/fragments", ops.opendir("/fragments"), 0)
     assert again[0] is first[0] and storage.listed == []
@@ -211,7 +211,7 @@ def test_fragments_listing_is_prepared_once_per_listing(many):
         shutil.rmtree(path / "__fragments" / added)
         (path / "__commits" / f"{added}.wrt").unlink()
         age(path)
-    assert grown[0] == [n.encode() for n in sorted(names + [added])]
+    assert list(grown[0]) == [n.encode() for n in sorted(names + [added])]
 
 
 def _filler(accept: int, got: list):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from ..joined_names import JoinedNames
 from .base_store import BaseStore
 from .metadata_files import META_DIR, MetadataFiles
 from .cache import ByteLRU
@@ -203,15 +204,14 @@ class ArrayStore(MetadataFiles, BaseStore):
     def _list_fragments(self) -> FragmentListing:
         # scandir's d_type answers "is it a folder" without a stat per fragment (100,000 fragments)
         root = self._prelisted("")
-        root_names = ([n.decode("utf-8", "surrogateescape") for n in root] if root is not None
-                      else self._subdirs(""))
+        root_names = root.decoded() if root is not None else self._subdirs("")
         legacy = [n for n in root_names if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n)]
         listed = self._prelisted(FRAGMENTS_DIR)
         if listed is not None:
             return FragmentListing(None, legacy, encoded=listed)
         return FragmentListing(self._subdirs(FRAGMENTS_DIR), legacy)
 
-    def encoded_fragment_names(self, listing: FragmentListing) -> list[bytes] | None:
+    def encoded_fragment_names(self, listing: FragmentListing) -> JoinedNames | None:
         """The names of `listing`, which fragment_listing() gave, encoded as libfuse takes them, where
         it is still the current listing and came with them (prelisted); else None."""
         with self._lock:
@@ -227,7 +227,7 @@ class ArrayStore(MetadataFiles, BaseStore):
     #: the listings `tdbfs mount` took while this daemon started (prelisted.Prelisted), or None
     prelisted = None
 
-    def _prelisted(self, rel: str) -> list[bytes] | None:
+    def _prelisted(self, rel: str) -> JoinedNames | None:
         """The subfolders of `rel` (names encoded) as `tdbfs mount` listed them, if unchanged since."""
         if self.prelisted is None:
             return None

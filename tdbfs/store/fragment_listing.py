@@ -7,6 +7,8 @@ its names: the paths and the name -> path index are built on first use, once per
 
 from __future__ import annotations
 
+from ..joined_names import JoinedNames
+
 FRAGMENTS_DIR = "__fragments"
 #: the folders a listing is made from (the root for the legacy ones)
 LISTED_FOLDERS = ("", FRAGMENTS_DIR)
@@ -20,7 +22,7 @@ class FragmentListing:
 
     __slots__ = ("_in_folder", "_legacy", "_encoded", "_names", "_paths", "_index")
 
-    def __init__(self, in_folder: list[str] | None, legacy: list[str], encoded: list[bytes] | None = None):
+    def __init__(self, in_folder: list[str] | None, legacy: list[str], encoded: JoinedNames | None = None):
         self._in_folder = in_folder
         self._legacy = legacy
         self._encoded = encoded  # in_folder as libfuse takes the names, when the lister had them so
@@ -29,8 +31,7 @@ class FragmentListing:
     def _folder(self) -> list[str]:
         if self._in_folder is None:
             # one decode and one split for them all (100,000 names: 14 ms; a decode per name, 12 ms more)
-            self._in_folder = (b"\0".join(self._encoded).decode("utf-8", "surrogateescape").split("\0")
-                               if self._encoded else [])
+            self._in_folder = self._encoded.decoded() if self._encoded else []
         return self._in_folder
 
     def __iter__(self):
@@ -41,7 +42,7 @@ class FragmentListing:
         return len(encoded) if encoded is not None else len(self.names)
 
     @property
-    def encoded(self) -> list[bytes] | None:
+    def encoded(self) -> JoinedNames | None:
         """`names` encoded (UTF-8, surrogateescape), if the listing came so; else None."""
         return self._encoded if not self._legacy else None
 

@@ -25,6 +25,8 @@ import struct
 import threading
 import time
 
+from ..joined_names import JoinedNames
+
 MAGIC = b"tdbfs-prelisted1"
 _HEAD = struct.Struct("<16sQ")
 _FOLDER = struct.Struct("<qqIQ")
@@ -46,38 +48,41 @@ def write_listings(fd: int, storage, folders) -> None:
         blob = "\0".join(names).encode("utf-8", "surrogateescape")
         path = rel.encode("utf-8", "surrogateescape")
         parts += [struct.pack("<I", len(path)), path, _FOLDER.pack(taken, stamp, len(names), len(blob)), blob]
-    body = b"".join(parts)
-    os.pwrite(fd, body, _HEAD.size)
-    os.pwrite(fd, _HEAD.pack(MAGIC, len(body)), 0)
+    size = sum(map(len, parts))
+    # the parts as they are (4 a folder), not first joined into one more copy of the names
+    if os.pwritev(fd, parts, _HEAD.size) != size:
+        return  # no header: the daemon lists for itself
+    os.pwrite(fd, _HEAD.pack(MAGIC, size), 0)
 
 
-def read_listings(fd: int) -> dict[str, tuple[int, int, list[bytes]]]:
+def read_listings(fd: int) -> dict[str, tuple[int, int, JoinedNames]]:
     """{folder: (time taken, mtime, names encoded)} from the memfd `fd`; {} when the parent did not
-    finish. The names stay encoded, as libfuse takes them: `ls fragments/` needs no str of them
-    (store/fragment_listing.py decodes them on first use)."""
+    finish. The names stay encoded and joined, as the memfd holds them: `ls fragments/` needs no str
+    of them, nor an object each (store/fragment_listing.py decodes them on first use)."""
     head = os.pread(fd, _HEAD.size, 0)
     if len(head) != _HEAD.size:
         return {}
     magic, size = _HEAD.unpack(head)
     if magic != MAGIC or size > MAX_BYTES:
         return {}
-    body = _pread_all(fd, size, _HEAD.size)
-    if len(body) != size:
-        return {}
-    out, at = {}, 0
+    out, at, end = {}, _HEAD.size, _HEAD.size + size
     try:
-        while at < size:
-            (n,) = struct.unpack_from("<I", body, at)
-            rel = body[at + 4:at + 4 + n].decode("utf-8", "surrogateescape")
-            at += 4 + n
-            taken, stamp, count, nbytes = _FOLDER.unpack_from(body, at)
-            at += _FOLDER.size
-            if at + nbytes > size:
+        while at < end:
+            (n,) = struct.unpack("<I", os.pread(fd, 4, at))
+            if at + 4 + n + _FOLDER.size > end:
                 return {}
-            blob = body[at:at + nbytes]
+            fixed = _pread_all(fd, n + _FOLDER.size, at + 4)
+            rel = fixed[:n].decode("utf-8", "surrogateescape")
+            taken, stamp, count, nbytes = _FOLDER.unpack_from(fixed, n)
+            at += 4 + n + _FOLDER.size
+            if at + nbytes > end:
+                return {}
+            # each folder's names read into one object and kept joined: 100,000 names split into as
+            # many objects (and the body copied once more) took most of this read
+            blob = _pread_all(fd, nbytes, at)
+            encoded = JoinedNames.of(blob, count) if len(blob) == nbytes else None
             at += nbytes
-            encoded = blob.split(b"\0") if count else []  # a name holds no NUL
-            if len(encoded) != count or b"" in encoded:
+            if encoded is None:
                 return {}
             out[rel] = (taken, stamp, encoded)
     except (struct.error, UnicodeDecodeError):
@@ -105,7 +110,7 @@ class Prelisted:
         self._listings: dict | None = None
         self._lock = threading.Lock()
 
-    def take(self, rel: str, mtime_now) -> list[bytes] | None:
+    def take(self, rel: str, mtime_now) -> JoinedNames | None:
         """The names listed of folder `rel`, encoded (UTF-8, surrogateescape), if `mtime_now()` says it
         is as it was then; else None."""
         if rel not in self._folders:

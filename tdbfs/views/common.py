@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
+from ..joined_names import JoinedNames
 from .nodes import FOREVER, BytesFile, DynamicDir, Keep, Node, ViewError
 from .render import shown, to_yaml
 
@@ -67,11 +68,13 @@ class LazyNodes(Mapping):
     def __len__(self) -> int:
         return len(self._names)
 
-    def dirents(self) -> tuple[list[bytes], int | list[int]]:
+    def dirents(self) -> tuple[Sequence[bytes], int | list[int]]:
         """(names as libfuse takes them, st_mode of all or of each), made once per listing: a folder
         listed again while unchanged (`per_listing`) costs no encoding."""
         if self._dirents is None:
             encoded = self._encoded(self._names) if self._encoded is not None else None
+            if encoded is None:
+                encoded = JoinedNames.encode(self._names)  # one encode for all (100,000 commit files)
             if encoded is None:
                 encoded = [name.encode("utf-8", "surrogateescape") for name in self._names]
             mode = self._mode
@@ -90,7 +93,7 @@ class KeyedDir(DynamicDir):
 
     def __init__(self, names: Callable[[], Iterable[str]], make: Callable[[str], Node], mtime=None,
                  exists: Callable[[str], bool] | None = None, mode: int | None = None, keep: int | None = None,
-                 encoded: Callable[[Iterable[str]], list[bytes] | None] | None = None):
+                 encoded: Callable[[Iterable[str]], Sequence[bytes] | None] | None = None):
         self._names = names
         self._make_node = make
         self._nodes: OrderedDict[str, Node] = OrderedDict()  # least recently used first
