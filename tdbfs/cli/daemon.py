@@ -202,19 +202,22 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
         for fd in pass_fds:
             if fd != listing_fd:
                 os.close(fd)
+    lister = None
+    if listing_fd is not None:
+        # on a thread only to bound the wait: this thread waits for it idle (polling the mount meanwhile
+        # would contend with it for the GIL). It starts before the checks: at 100,000 fragments the
+        # listing ends after the daemon is live. The daemon holds its own descriptor of the memfd, and
+        # one left half written (a thread still at it when this process exits) has no header: the
+        # daemon lists for itself
+        lister = threading.Thread(target=_list_into, args=(listing, listing_fd), name="tdbfs-prelist", daemon=True)
+        lister.start()
     if check is not None:
         try:
             check()
         except BaseException:
             stop_daemon(proc, mnt)
             raise
-    if listing_fd is not None:
-        # on a thread only to bound the wait: this thread waits for it idle (polling the mount meanwhile
-        # would contend with it for the GIL). The daemon holds its own descriptor of the memfd, and one
-        # left half written (a thread still at it when this process exits) has no header: the daemon
-        # lists for itself
-        lister = threading.Thread(target=_list_into, args=(listing, listing_fd), name="tdbfs-prelist", daemon=True)
-        lister.start()
+    if lister is not None:
         lister.join(LISTING_WAIT_S)
     return _wait_for_mount(args, proc, mnt)
 

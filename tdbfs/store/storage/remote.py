@@ -236,7 +236,7 @@ class RemoteStorage(Storage):
             own = self._b.listing(self._path(rel))
             if own is None:   # emptied since the parent's listing
                 raise FileNotFoundError(errno.ENOENT, "no such file", rel)
-            return replace(entry, mtime_ns=own.mtime_ns)
+            return entry._replace(mtime_ns=own.mtime_ns)
         return entry
 
     def _lookup(self, parts: list[str], rel: str) -> tuple[Entry, str]:
