@@ -155,10 +155,13 @@ class TdbfsOperations(_OperationsBase):
     use_ns = True  # times in integer nanoseconds (mfusepy's non-deprecated mode)
 
     def __init__(self, root: DirNode, options: Optional[FuseOptions] = None,
-                 on_init: Optional[Callable[[], None]] = None, perm_mask: int = 0o555):
-        """`perm_mask`: the read/execute bits every node may have (see `access_mask`)."""
+                 on_init: Optional[Callable[[], None]] = None, perm_mask: int = 0o555,
+                 mask_at: Optional[Callable[[str], int]] = None):
+        """`perm_mask`: the read/execute bits every node may have (see `access_mask`); `mask_at`, where
+        they differ below it (a group's members: `group_views.access_masks`), those of the node at a path."""
         self.root = root
         self.perm_mask = perm_mask & 0o555
+        self._mask_at = mask_at
         self.options = options or FuseOptions()
         self.on_init = on_init
         self.uid = os.getuid()
@@ -213,18 +216,22 @@ class TdbfsOperations(_OperationsBase):
 
     def _require(self, path: str, want: int) -> None:
         """EACCES unless the calling process has `want` (4 read, 1 execute) on the node at `path` and execute
-        on every folder above it. Every node shows the same bits (`perm_mask`), so the caller's class
-        decides: root, the mounting user (owner), its group, or others."""
+        on every folder above it. A node's bits (`_mask`) are never more than those of the folders above it,
+        so its own say it all, and the caller's class decides: root, the mounting user (owner), its group,
+        or others."""
         if not self._others or mfusepy is None:
             return
         uid, gid, _pid = mfusepy.fuse_get_context()
         if uid == 0:
             return
         shift = 6 if uid == self.uid else 3 if gid == self.gid else 0
-        have = (self.perm_mask >> shift) & 0o5
+        have = (self._mask(path) >> shift) & 0o5
         need = want | (1 if path.strip("/") else 0)
         if have & need != need:
             raise FuseOSError(errno.EACCES)
+
+    def _mask(self, path: str) -> int:
+        return self.perm_mask if self._mask_at is None else self.perm_mask & self._mask_at(path)
 
     # -- helpers -----------------------------------------------------------------
     def _log_once(self, level, msg, *args, exc_info=False):
@@ -305,11 +312,11 @@ class TdbfsOperations(_OperationsBase):
             self._found[path] = (child, now + self._ttl)
         return child
 
-    def _attrs(self, node: Node, size: Optional[int] = None) -> dict:
+    def _attrs(self, node: Node, size: Optional[int] = None, path: str = "/") -> dict:
         mtime = node.mtime()
         ns = int(mtime * 1e9) if mtime else self.mount_time_ns
         st = {
-            "st_mode": self._mode(node),
+            "st_mode": self._mode(node, path),
             "st_uid": self.uid,
             "st_gid": self.gid,
             "st_nlink": 1,
@@ -330,10 +337,10 @@ class TdbfsOperations(_OperationsBase):
             st["st_size"] = len(node.target.encode("utf-8", "surrogateescape"))
         return st
 
-    def _mode(self, node: Node) -> int:
+    def _mode(self, node: Node, path: str = "/") -> int:
         if isinstance(node, SymlinkNode):
             return node.mode  # the kernel ignores a symlink's bits
-        mode = node.mode & ~_WRITE_BITS & (self.perm_mask | ~0o777)
+        mode = node.mode & ~_WRITE_BITS & (self._mask(path) | ~0o777)
         if isinstance(node, DirNode):
             # whoever may read the files may also walk to them
             mode = (mode & ~0o111) | ((mode & 0o444) >> 2)
@@ -396,7 +403,7 @@ class TdbfsOperations(_OperationsBase):
             if handle.attrs is not None:
                 return handle.attrs
             size = len(handle.data) if handle.data is not None else None
-            attrs = self._attrs(handle.node, size)
+            attrs = self._attrs(handle.node, size, path)
             if handle.node.immutable:
                 # where the kernel keeps no attributes (libfuse2; at times under -o threads) a tile file is asked for
                 # them 1-2 times per open (cat's fstat, each read past the cached size): worked out once
@@ -404,7 +411,7 @@ class TdbfsOperations(_OperationsBase):
             return attrs
         node = self._node(path)
         self._attr_timeout_for(node)
-        return self._attrs(node)
+        return self._attrs(node, path=path)
 
     @_guard
     def readdir(self, path, fh):
@@ -803,7 +810,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
-          on_init: Optional[Callable[[], None]] = None, perm_mask: int = 0o555) -> Optional[int]:
+          on_init: Optional[Callable[[], None]] = None, perm_mask: int = 0o555,
+          mask_at: Optional[Callable[[str], int]] = None) -> Optional[int]:
     """Mount `root` at `mountpoint` and answer requests until it is unmounted.
 
     Blocks (always in the foreground; backgrounding is the CLI's job). `on_init` runs
@@ -828,7 +836,7 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
         if on_init is not None:
             on_init()
 
-    ops = TdbfsOperations(root, options, on_init=started, perm_mask=perm_mask)
+    ops = TdbfsOperations(root, options, on_init=started, perm_mask=perm_mask, mask_at=mask_at)
     kwargs = options.fuse_kwargs()
     log.info("mounting on %s with libfuse %s.%s (%s): %s", mountpoint, mfusepy.fuse_version_major,
              mfusepy.fuse_version_minor, getattr(mfusepy, "_libfuse_path", "?"),

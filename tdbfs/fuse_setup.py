@@ -252,25 +252,7 @@ def default_fsname(array_path: str) -> str:
 
 
 def access_mask(path: str) -> int:
-    """The read/execute bits anyone who can read the array at `path` gets in its view.
-
-    A class (owner, group, others) keeps r-x when it may list the array folder (r) and
-    reach it: x on the folder and on every folder above it. Otherwise it gets nothing,
-    so that `-o allow_other` shows no one more than the array's own permissions do."""
-    real = os.path.realpath(path)
-    mode = os.stat(real).st_mode
-    mask = 0
-    for shift in (6, 3, 0):  # owner, group, others
-        if mode & (0o4 << shift):
-            mask |= 0o5 << shift
-    folder = real
-    while True:
-        st = os.stat(folder)
-        for shift in (6, 3, 0):
-            if not st.st_mode & (0o1 << shift):
-                mask &= ~(0o7 << shift)
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return mask
+    """The read/execute bits anyone who can read the array at `path` gets in its view (the store's
+    `access_mask`, which every group member's location gets too)."""
+    from .store.storage.local import access_mask as folder_mask
+    return folder_mask(path)

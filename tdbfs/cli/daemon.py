@@ -97,6 +97,16 @@ def tune_malloc() -> dict[str, str]:
     return out
 
 
+def _member_masks(store, perm_mask: int):
+    """A group's members each show the bits of their own location (group_views.access_masks); None for
+    anything else, whose every node shows `perm_mask`."""
+    from ..store.array_store import ArrayStore
+    if isinstance(store, ArrayStore) or store.legacy0x_layout:   # as build_root tells a group (views/tree.py)
+        return None
+    from ..views.group_views import access_masks
+    return access_masks(store, perm_mask)
+
+
 def run_daemon(args, store, mnt: str, options) -> int:
     """The daemon itself: serve until unmounted."""
     import logging
@@ -141,7 +151,8 @@ def run_daemon(args, store, mnt: str, options) -> int:
     settings = {**malloc, **{k: os.environ.get(k, "not set") for k in BLAS_ENV}}
     log.info("environment: %s", " ".join(f"{k}={v}" for k, v in settings.items()))
     try:
-        signum = fuse_ops.serve(root, mnt, options, on_init=on_init, perm_mask=perm_mask)
+        signum = fuse_ops.serve(root, mnt, options, on_init=on_init, perm_mask=perm_mask,
+                                mask_at=_member_masks(store, perm_mask))
     except fuse_ops.MountError as exc:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:

@@ -76,10 +76,30 @@ def pre_format_header(data, offset: int = 0) -> dict | None:
     if len(data) - offset < PRE_FORMAT_HEADER_SIZE:
         return None
     compressed, tile_size, dtype, cell_size, compressor, level = struct.unpack_from("<QQBQBi", data, offset)
-    if offset + PRE_FORMAT_HEADER_SIZE + compressed != len(data) or dtype > 43 or compressor > MAX_COMPRESSOR or not cell_size:
+    if not _pre_format_fits(compressed, dtype, cell_size, compressor, len(data) - offset):
         return None
     return {"compressed_size": compressed, "tile_size": tile_size, "datatype": datatype_name(dtype),
             "cell_size": cell_size, "compressor": compressor_name(compressor), "level": level}
+
+
+def _pre_format_fits(compressed: int, dtype: int, cell_size: int, compressor: int, size: int) -> bool:
+    return PRE_FORMAT_HEADER_SIZE + compressed == size and dtype <= 43 and compressor <= MAX_COMPRESSOR and cell_size > 0
+
+
+def is_whole_file_tile(head: bytes, size: int) -> bool:
+    """Whether `head`, the first HEADER_BASE_SIZE bytes of a file of `size` bytes, starts one generic tile
+    that ends exactly where the file ends, as TileDB writes a schema file: format 1 on, a header with a
+    version whose filter pipeline and persisted sizes add up to the file; before (TileDB 1.3) the older
+    30-byte header whose compressed size does. What tells a TileDB 1.x/2.x `__array_schema.tdb` from a
+    TileDB 0.x one, which starts with the array name's length and the name."""
+    if len(head) >= HEADER_BASE_SIZE:
+        version, persisted, _, _, _, _, pipeline = _FIXED_FIELDS.unpack_from(head, 0)
+        if version >= 1 and HEADER_BASE_SIZE + pipeline + persisted == size:
+            return True
+    if len(head) >= PRE_FORMAT_HEADER_SIZE:
+        compressed, _, dtype, cell_size, compressor, _ = struct.unpack_from("<QQBQBi", head, 0)
+        return _pre_format_fits(compressed, dtype, cell_size, compressor, size)
+    return False
 
 
 def _refuse_pre_format(data, offset: int, file: str, structure: str) -> None:

@@ -3,10 +3,18 @@ files of `__group/`, the metadata of `__meta/`), the member list a reader merges
 files, and each member opened, when first asked for, as a store of its own.
 
 Members are found where TileDB finds them (`GroupDetails::member_by_name`): a relative URI is
-joined to the group's own location, an absolute one is used as it is. A relative member is read
-through the group's storage (`Storage.child`), so no symlink inside the group is followed; an
-absolute one is opened with `open_storage`, whatever backend its URI needs. A member that leads
-back to a group being shown above it (a cycle) is reported as such and never opened again.
+joined to the group's own location, an absolute one is used as it is. A group written before
+TileDB 2.9 has only the marker: its members are the arrays and groups in its folder.
+
+A member whose location lies in the group's folder, however its URI is written (relative, an
+absolute path or a `file://` URI, as tiledbsoma writes them), is read through the group's storage
+(`Storage.child`), so no symlink inside the group is followed. A local member outside it (an
+absolute path, or a relative URI whose '..' climbs out, which is a warning) is walked from the
+deepest folder its path shares with the group's own path as the user named it, again through no
+symlink; a URL is opened with `open_storage`, whatever backend it needs. Each member gives the
+read/execute bits of its own location (`member_access`), which the mount shows its tree with.
+A member that leads back to a group being shown above it (a cycle) is reported as such and never
+opened again.
 """
 
 from __future__ import annotations
@@ -21,9 +29,13 @@ from .base_store import BaseStore
 from .cache import ByteLRU
 from .metadata_files import MetadataFiles
 from .problems import WARNING, Problem, unique
-from .storage import Storage, open_storage
+from .storage import NotRegularError, Storage, open_storage
 
 WITHIN = "group details payload"
+#: object types of tiledb/sm/enums/object_type.h
+GROUP_TYPE, ARRAY_TYPE = 1, 2
+#: a member's version when no details file holds it: found in the folder of a group written before TileDB 2.9
+FOUND_IN_FOLDER = 0
 
 
 @dataclass(frozen=True)
@@ -31,8 +43,19 @@ class Member:
     """One member of the group as a reader sees it now."""
 
     shown: str               # its entry under members/: the name, else the URI's last part, made unique
-    member: GroupMember      # as last written
-    file: str                # the details file that added it
+    member: GroupMember      # as last written (version FOUND_IN_FOLDER: found in a marker-only group's folder)
+    file: str | None         # the details file that added it; None for a member found in the folder
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a member is: `location` as TileDB resolves it ('..' and '.' taken out); `inside`, its path
+    from the group's folder when it lies in it ('' for the folder itself), else None; `leaves`, a
+    relative URI that climbs out of the group's folder."""
+
+    location: str
+    inside: str | None
+    leaves: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,6 +147,22 @@ class GroupStore(MetadataFiles, BaseStore):
                            if not m.deleted and m.key in current and current[m.key][1] != rel)))
         return history, current
 
+    def marker_only(self) -> bool:
+        """A group written before TileDB 2.9: the marker and no `__group/`. Its members are the arrays and
+        groups in its folder (what TileDB's `tiledb_object_ls` listed then); TileDB 2.9 on lists none."""
+        return self.entry(DETAILS_DIR) is None and self.marker_size() is not None
+
+    def _folder_members(self) -> list[tuple[str, GroupMember]]:
+        """(name, member) of each real folder of a marker-only group holding an array or a group."""
+        out = []
+        for e in self.entries(""):
+            if not e.is_dir or e.name.startswith("__"):
+                continue
+            kind = _object_type(self.storage, e.name)
+            if kind is not None:
+                out.append((e.name, GroupMember(FOUND_IN_FOLDER, kind, True, e.name, e.name, False, 0, 0, None)))
+        return out
+
     def format_version(self) -> int | None:
         """The version of the latest details file that decodes."""
         versions = [h.details.version for h in self.history() if h.details is not None]
@@ -132,6 +171,8 @@ class GroupStore(MetadataFiles, BaseStore):
     # -- members ------------------------------------------------------------------------------
     def members(self) -> list[Member]:
         """The members now, by name."""
+        if self.marker_only():
+            return [Member(entry_name(name), m, None) for name, m in self._folder_members()]
         current = self._merged()[1]
         out = []
         taken: set[str] = set()
@@ -156,26 +197,52 @@ class GroupStore(MetadataFiles, BaseStore):
             return self.storage.describe(m.uri.strip("/"))
         return _strip_file_scheme(m.uri)
 
+    def place(self, m: GroupMember) -> Place:
+        """Where the member is, and whether that lies in the group's folder."""
+        if m.relative:
+            rel = posixpath.normpath(m.uri.strip("/") or ".")
+            if rel == ".." or rel.startswith("../"):
+                return Place(_joined(self.storage.uri, rel), None, True)
+            return Place(self.storage.describe("" if rel == "." else rel), "" if rel == "." else rel)
+        where = _strip_file_scheme(m.uri)
+        if "://" not in where:
+            where = posixpath.normpath(where)
+        return Place(where, self._inside(where))
+
+    def _inside(self, where: str) -> str | None:
+        """`where`'s path from the group's folder, named as the user named it or as it really is; None
+        when it lies elsewhere."""
+        base = self.storage.uri.rstrip("/") or "/"
+        roots = [base] if "://" in base else [base, os.path.realpath(base)]
+        for root in roots:
+            if where == root:
+                return ""
+            prefix = root if root.endswith("/") else root + "/"
+            if where.startswith(prefix):
+                return where[len(prefix):].strip("/")
+        return None
+
     def member_problem(self, member: Member, message: str, severity: str = "error") -> Problem:
+        if member.file is None:   # found in the folder: the folder is what the problem is about
+            return Problem(member.member.uri, f"group member {member.shown!r}", None, message, severity)
         return Problem(member.file, f"group member {member.shown!r}", member.member.offset, message, severity,
                        within=WITHIN)
 
     def _member_storage(self, member: Member) -> Storage:
         """The storage of the member's folder; MemberError when there is none to read."""
-        m = member.member
-        where = self.location(m)
-        parts = [p for p in m.uri.split("/") if p not in ("", ".")]
-        if m.relative and ".." not in parts:
-            rel = "/".join(parts)
-            entry = self.entry(rel)
-            if entry is None:
-                raise MemberError(self.member_problem(member, f"{where}: member missing (no such folder)"))
-            if not entry.is_dir:
-                raise MemberError(self.member_problem(
-                    member, f"{where}: member is a {entry.kind}, not a folder (never followed)"))
-            return self.storage.child(rel)
-        if m.relative:   # '..' leaves the group's folder: joined as TileDB joins it, then opened anew
-            where = posixpath.normpath(where)
+        place = self.place(member.member)
+        where = place.location
+        if place.inside is not None:
+            if place.inside:
+                self._check_folder(member, where, lambda: self.storage.stat(place.inside))
+            return self.storage.child(place.inside)
+        if "://" not in where and "://" not in self.storage.uri:
+            from .storage.local import LocalStorage
+            # what the user named is followed, as for the group itself; below it, no symlink
+            where = os.path.abspath(where)
+            storage = LocalStorage(where, os.path.commonpath([getattr(self.storage, "named", "/"), where]))
+            self._check_folder(member, where, lambda: storage.stat(""))
+            return storage
         try:
             return open_storage(where)
         except FileNotFoundError:
@@ -185,6 +252,38 @@ class GroupStore(MetadataFiles, BaseStore):
         except Exception as exc:   # an unknown scheme, a backend not installed, credentials: shown, never fatal
             raise MemberError(self.member_problem(member, f"{where}: member cannot be opened: "
                                                           f"{type(exc).__name__}: {exc}")) from None
+
+    def _check_folder(self, member: Member, where: str, stat) -> None:
+        """MemberError unless `stat()` finds a real folder, reached through real folders."""
+        try:
+            entry = stat()
+        except FileNotFoundError:
+            raise MemberError(self.member_problem(member, f"{where}: member missing (no such folder)")) from None
+        except NotRegularError as exc:
+            to = f"; it points to {exc.target}" if exc.target is not None else ""
+            raise MemberError(self.member_problem(
+                member, f"{where}: a folder on the way to the member is a {exc.kind} (never followed{to})")) from None
+        except OSError as exc:
+            raise MemberError(self.member_problem(member, f"{where}: member unreadable: {exc}")) from None
+        if not entry.is_dir:
+            to = f"; it points to {entry.target}" if entry.target is not None else ""
+            raise MemberError(self.member_problem(
+                member, f"{where}: member is a {entry.kind}, not a folder (never followed{to})"))
+
+    def member_access(self, shown: str):
+        """(the member's store, the read/execute bits of its own folder as `Storage.access_mask` gives them:
+        the folder and the reach of its ancestors), or (None, None) when there is no member store to show;
+        bits None where its storage has no permissions of its own (an object store)."""
+        try:
+            target = self.member_store(shown)
+        except (MemberError, KeyError):
+            return None, None
+        if isinstance(target, Cycle):
+            return None, None
+        try:
+            return target, target.storage.access_mask()
+        except OSError:
+            return target, 0o500   # cannot tell who else may read it: only the mounting user
 
     def member_store(self, shown: str):
         """The store of the member `shown` (an array or a group store), a Cycle, or MemberError; opened
@@ -214,7 +313,7 @@ class GroupStore(MetadataFiles, BaseStore):
         from .open_array import open_object
 
         storage = self._member_storage(member)
-        where = self.location(member.member)
+        where = self.place(member.member).location
         loc = location_key(storage)
         if loc in self.ancestors:
             return Cycle(self.ancestors.index(loc), where)
@@ -235,11 +334,8 @@ class GroupStore(MetadataFiles, BaseStore):
 
     def member_prefix(self, member: Member) -> str:
         """The member's folder as problems of a whole group name it: relative to the group when inside it."""
-        m = member.member
-        parts = [p for p in m.uri.split("/") if p not in ("", ".")]
-        if m.relative and ".." not in parts:
-            return "/".join(parts)
-        return self.location(m)
+        place = self.place(member.member)
+        return place.inside if place.inside else place.location
 
     # -- problems -----------------------------------------------------------------------------
     def listing_findings(self) -> list[Problem]:
@@ -273,8 +369,15 @@ class GroupStore(MetadataFiles, BaseStore):
                                        "duplicate name: listed twice in one details file (TileDB keeps the last)",
                                        WARNING, within=WITHIN))
                 seen.add(m.key)
-        inside = {self.member_prefix(m).split("/")[0] for m in members
-                  if m.member.relative and ".." not in m.member.uri.split("/")}
+        inside = set()
+        for member in members:
+            place = self.place(member.member)
+            if place.inside:
+                inside.add(place.inside.split("/")[0])
+            if place.leaves:
+                out.append(self.member_problem(
+                    member, f"{place.location}: the relative URI {member.member.uri!r} climbs out of the group's "
+                            "folder (TileDB follows it; shown with the permissions of its own folder)", WARNING))
         for e in self.entries(""):
             if e.is_dir and not e.name.startswith("__") and e.name not in inside:
                 out.append(Problem(e.name, "group folder", None,
@@ -314,6 +417,26 @@ def details_summary(details: GroupDetails) -> str:
         how = "relative" if m.relative else "absolute"
         parts.append(f"{'removed ' if m.deleted else ''}{what} ({m.type_name}, {how} {m.uri!r})")
     return f"group details version {details.version}, {len(details.members)} members: " + ", ".join(parts)
+
+
+def _object_type(storage: Storage, rel: str) -> int | None:
+    """What the folder `rel` holds as TileDB tells it (`object_type`): an array (`__schema/`, or the
+    `__array_schema.tdb` of format 9 and before), a group (its marker or `__group/`), else None."""
+    if storage.entry(f"{rel}/__schema") is not None or storage.is_file(f"{rel}/__array_schema.tdb"):
+        return ARRAY_TYPE
+    if storage.entry(f"{rel}/{MARKER_FILE}") is not None or storage.entry(f"{rel}/{DETAILS_DIR}") is not None:
+        return GROUP_TYPE
+    return None
+
+
+def _joined(base: str, rel: str) -> str:
+    """`rel` joined to the folder `base`, '..' and '.' taken out as TileDB does (`URI::join_path`, then
+    `purge_dots_from_path` for a local path), never above an object store's bucket."""
+    scheme, sep, path = base.partition("://")
+    if not sep:
+        return posixpath.normpath(posixpath.join(base, rel))
+    bucket, _, key = path.partition("/")
+    return f"{scheme}://{bucket}{posixpath.normpath('/' + posixpath.join(key, rel))}"
 
 
 def _strip_file_scheme(uri: str) -> str:

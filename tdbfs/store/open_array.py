@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..format.errors import FormatError
+from ..format.generic_tile import HEADER_BASE_SIZE, is_whole_file_tile
 from .array_store import (FRAGMENT_METADATA_FILE, GROUP_DIR, GROUP_FILE, LEGACY_SCHEMA, SCHEMA_DIR, ArrayStore,
                           NotAnArrayError)
 from .storage import Storage, open_storage
@@ -41,6 +42,7 @@ def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=
 
     A TileDB 0.x array, workspace or group (GenomicsDB) gets a legacy0x store; a TileDB group
     (`__group/`, or only the `__tiledb_group.tdb` marker of groups before TileDB 2.9) a GroupStore,
+    the marker alone being told from a 0.x group's by the layout of the arrays in it,
     whose `ancestors` are the groups shown above it; anything else is opened as a TileDB array of
     format 1 to 22, sharing `cache` when given. NotAnArrayError when it holds none of them. Views
     and `check` serve whichever store they are given."""
@@ -50,11 +52,9 @@ def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=
     if _is_legacy0x_array(storage):
         from .legacy0x import Legacy0xArrayStore
         return Legacy0xArrayStore(storage, cache_bytes)
-    if storage.is_file(GROUP_FILE) and not storage.is_dir(GROUP_DIR):
+    if storage.is_file(GROUP_FILE) and not storage.is_dir(GROUP_DIR) and _holds_legacy0x_arrays(storage):
         from .legacy0x import Legacy0xWorkspaceStore
-        workspace = Legacy0xWorkspaceStore(storage, cache_bytes, "group")
-        if workspace.array_paths():
-            return workspace
+        return Legacy0xWorkspaceStore(storage, cache_bytes, "group")
     if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
         from .group_store import GroupStore
         return GroupStore(storage, cache_bytes, cache=cache, key=key, ancestors=ancestors)
@@ -71,18 +71,55 @@ def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None, 
     return ArrayStore(storage, cache_bytes, key=key, cache=cache)
 
 
+#: arrays of a marker-only group looked at to tell a TileDB 0.x group from a TileDB group (2.x before 2.9)
+_GROUP_ARRAYS_LOOKED_AT = 64
+
+
+def _holds_legacy0x_arrays(storage: Storage) -> bool:
+    """A folder with only the group marker, which TileDB 0.x groups and TileDB groups written before 2.9
+    share: a 0.x group when the arrays in it (and in the marker-only groups in it) are 0.x arrays by
+    their own layout and none is a TileDB 1.x/2.x array. A TileDB group may hold a 0.x array among
+    others: it stays a TileDB group, and that member is opened as the 0.x array it is."""
+    seen_0x = False
+    budget = _GROUP_ARRAYS_LOOKED_AT
+
+    def walk(folder: Storage, depth: int) -> bool:   # False: a TileDB array or group found
+        nonlocal seen_0x, budget
+        for name in folder.subdirs(""):
+            if name.startswith(".") or budget <= 0:
+                continue
+            sub = folder.child(name)
+            if sub.entry(SCHEMA_DIR) is not None or sub.entry(GROUP_DIR) is not None:
+                return False
+            if sub.is_file(LEGACY_SCHEMA):
+                budget -= 1
+                if not _is_legacy0x_array(sub):
+                    return False
+                seen_0x = True
+            elif sub.is_file(GROUP_FILE) and depth < 16 and not walk(sub, depth + 1):
+                return False
+        return True
+
+    return walk(storage, 0) and seen_0x
+
+
 def _is_legacy0x_array(storage: Storage) -> bool:
     """A TileDB 0.x array: its schema file with no __schema/ beside it, told from a TileDB 1.x/2.x
-    `__array_schema.tdb` by the fork's version tag, the fragments' files, or a complete 0.x decode."""
+    `__array_schema.tdb` by the bytes of the file itself (the fork's version tag; a generic tile
+    whose header accounts for the whole file, docs/format.md §2.1, or TileDB 1.3's older one), else
+    by the fragments' files, else by a complete 0.x decode."""
     if not storage.is_file(LEGACY_SCHEMA) or storage.is_dir(SCHEMA_DIR):
         return False
     from ..format.legacy0x.schema import parse_schema
     from .legacy0x import BOOK_KEEPING_FILE
 
     try:
-        head = storage.pread(LEGACY_SCHEMA, 0, 4)
-        if len(head) == 4 and int.from_bytes(head, "little") >= 0x80000000:
+        size = storage.file_size(LEGACY_SCHEMA)
+        head = storage.pread(LEGACY_SCHEMA, 0, HEADER_BASE_SIZE)
+        if len(head) >= 4 and int.from_bytes(head[:4], "little") >= 0x80000000:
             return True  # the fork's version tag
+        if is_whole_file_tile(head, size):
+            return False
         checked = 0
         for entry in storage.entries(""):
             if entry.is_dir and entry.name.lstrip(".").startswith("__"):
@@ -94,7 +131,7 @@ def _is_legacy0x_array(storage: Storage) -> bool:
                 if checked >= 8:
                     break
         # No fragment tells: an original (untagged) 0.x schema decodes completely, a 1.x/2.x one does not.
-        if storage.file_size(LEGACY_SCHEMA) > 1 << 20:
+        if size > 1 << 20:
             return False
         parse_schema(storage.read(LEGACY_SCHEMA))
         return True

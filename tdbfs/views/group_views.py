@@ -10,6 +10,8 @@ symbolic link to that group's folder in the tree, never followed by tdbfs.
 from __future__ import annotations
 
 import posixpath
+import time
+from typing import Callable
 
 from ..format.group import MARKER_FILE, STRUCTURE
 from ..store.group_store import Cycle, GroupStore, MemberError
@@ -42,9 +44,13 @@ def group_summary(store: GroupStore) -> dict:
     members = []
     for member in store.members():
         m = member.member
-        members.append({"name": m.name, "type": m.type_name, "uri": m.uri, "relative": m.relative,
-                        "location": store.location(m), "entry": f"members/{member.shown}",
-                        "details_file": member.file})
+        entry = {"name": m.name, "type": m.type_name, "uri": m.uri, "relative": m.relative,
+                 "location": store.location(m), "entry": f"members/{member.shown}"}
+        if member.file is not None:
+            entry["details_file"] = member.file
+        else:
+            entry["found"] = "in the group's folder (a group written before TileDB 2.9 has no member list)"
+        members.append(entry)
     history = []
     for h in store.history():
         entry = {"file": h.file}
@@ -60,6 +66,7 @@ def group_summary(store: GroupStore) -> dict:
         "uri": store.path,
         "kind": "group",
         "format_version": store.format_version(),
+        "marker_only": store.marker_only(),
         "marker": {"file": MARKER_FILE, "size": size} if size is not None else None,
         "members": members,
         "history": history,
@@ -143,3 +150,37 @@ class _MemberDir(DirNode):
             return self._root().mtime()
         except (MemberError, KeyError):
             return 0.0
+
+
+def access_masks(store: GroupStore, root_mask: int, ttl: float = 1.0) -> Callable[[str], int]:
+    """The read/execute bits of the node at a path of the tree of `store`, for the mount to show and to
+    check callers against: `root_mask` (the group's own folder's) and, from members/<name>/ down, those
+    of that member's own location too, level by level (`GroupStore.member_access`: its folder and the
+    reach of its ancestors), so no one reads through the group a member they could not read on disk.
+    A member with no store to show keeps its group's bits (its problem.yaml is the group's finding);
+    one in an object store too. Each member's bits are worked out again after `ttl` seconds."""
+    found: dict[tuple, tuple] = {}   # member names from the root -> (its store, its bits, until when)
+
+    def mask_at(path: str) -> int:
+        parts = [p for p in path.split("/") if p]
+        mask, group, key = root_mask, store, ()
+        for i in range(0, len(parts) - 1, 2):
+            if parts[i] != "members" or not isinstance(group, GroupStore):
+                break
+            key += (parts[i + 1],)
+            now = time.monotonic()
+            hit = found.get(key)
+            if hit is None or hit[2] < now:
+                target, bits = group.member_access(parts[i + 1])
+                if len(found) > 10000:
+                    found.clear()
+                hit = found[key] = (target, bits, now + ttl)
+            target, bits = hit[0], hit[1]
+            if target is None:
+                break
+            if bits is not None:
+                mask &= bits
+            group = target
+        return mask
+
+    return mask_at

@@ -172,14 +172,21 @@ def test_a_damaged_details_file_is_a_problem_with_file_and_offset_and_the_rest_i
     assert type(store.member_store("mid")) is GroupStore
 
 
-def test_a_group_with_only_the_marker_has_no_members_and_its_folders_are_warned_about(tmp_path):
-    """Groups written before TileDB 2.9 (no __group/): the marker alone makes the group."""
+def test_a_group_with_only_the_marker_has_its_arrays_and_groups_as_members(tmp_path):
+    """Groups written before TileDB 2.9 (no __group/): the marker alone makes the group, and its members
+    are the arrays and groups in its folder; a folder that holds neither is warned about."""
     g = tmp_path / "old"
     groups.small_array(g / "arr", "sparse")
+    (g / "sub").mkdir()
+    (g / "sub" / "__tiledb_group.tdb").write_bytes(b"")
+    (g / "notes").mkdir()
     (g / "__tiledb_group.tdb").write_bytes(b"")
     store = open_array(str(g))
-    assert isinstance(store, GroupStore) and store.members() == [] and store.format_version() is None
+    assert isinstance(store, GroupStore) and store.marker_only() and store.format_version() is None
+    assert [(m.shown, m.member.type_name, m.file) for m in store.members()] == [("arr", "array", None),
+                                                                                ("sub", "group", None)]
+    assert type(store.member_store("arr")) is ArrayStore and store.member_store("sub").members() == []
     (p,) = store.findings()
-    assert (p.file, p.severity, p.message) == ("arr", "warning", "folder present but not a member of the group")
+    assert (p.file, p.severity, p.message) == ("notes", "warning", "folder present but not a member of the group")
     result = check_array(store)
-    assert result.clean and result.members == [] and len(result.warnings) == 1
+    assert result.clean and sorted(m.array for m in result.members) == ["arr", "sub"] and len(result.warnings) == 1

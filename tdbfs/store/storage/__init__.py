@@ -113,6 +113,11 @@ class Storage(ABC):
         exactly them that follow (store/prefetch.py); a new call drops what the last one left. Only backends
         with latency to hide do anything."""
 
+    def access_mask(self) -> int | None:
+        """The read/execute bits (as `local.access_mask`) others may get in a view of this folder, where the
+        storage has permissions of its own (a local folder); None where it has none (an object store)."""
+        return None
+
     # -- built on them ---------------------------------------------------------------------
     def describe(self, rel: str = "") -> str:
         """`rel` as a user would name it, for messages."""

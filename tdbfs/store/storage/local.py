@@ -1,7 +1,8 @@
 """An array folder on a local disk.
 
 Every path is walked one component at a time from the root with O_NOFOLLOW, so no symlink inside
-the array is followed, wherever it sits; a file is lstat'ed before it is opened (opening some
+the array is followed, wherever it sits (a group's member outside the group's folder is walked so
+from the deepest folder it shares with the group's own path, `named`); a file is lstat'ed before it is opened (opening some
 devices has effects), opened with O_NONBLOCK (opening a FIFO never blocks) and read only when
 `fstat` on the open descriptor says it is a regular file, and never past the size `fstat` gave.
 """
@@ -20,21 +21,34 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | _CLOEX
 
 
 class LocalStorage(Storage):
-    """A folder's files, opened only from `root` (an absolute path) down, component by component."""
+    """A folder's files, opened only from `root` (an absolute path) down, component by component.
 
-    def __init__(self, root: str):
+    `named` (an ancestor of `root`, or `root` itself, the default) is the part of the path opened as
+    the user named it, symlinks and all; the rest of `root` is walked like any path inside it, never
+    through a symlink, on every open: a group member's folder, whose path the group's writer chose."""
+
+    def __init__(self, root: str, named: str | None = None):
         self.root = root
         self.uri = root
+        self.named = root if named is None else named
+        self._below = [] if named is None else path_parts(os.path.relpath(root, named).replace(os.sep, "/"))
 
     def child(self, rel: str) -> "LocalStorage":
-        return LocalStorage(os.path.join(self.root, *path_parts(rel)))
+        return LocalStorage(os.path.join(self.root, *path_parts(rel)), self.named)
+
+    def access_mask(self) -> int:
+        return access_mask(self.root)
 
     # -- walking ----------------------------------------------------------------------
     def _open_dir(self, rel: str) -> int:
         """A descriptor of the folder `rel` (relative to the root), reached without following any symlink."""
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+        return self._walk(self._below + path_parts(rel), rel or self.root)
+
+    def _walk(self, parts: list[str], rel: str) -> int:
+        """A descriptor of the folder `parts` below `named`; errors name `rel`."""
+        fd = os.open(self.named, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
         try:
-            for part in path_parts(rel):
+            for part in parts:
                 try:
                     nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
@@ -119,17 +133,18 @@ class LocalStorage(Storage):
         return out
 
     def stat(self, rel: str) -> Entry:
-        if not rel:
-            st = os.stat(self.root)
+        parts = self._below + path_parts(rel)
+        if not parts:
+            st = os.stat(self.named)
             return Entry("", kind_of(st.st_mode), st.st_size, st.st_mtime_ns, st.st_mode)
-        head, _, name = rel.rpartition("/")
-        dfd = self._open_dir(head)
+        name = parts[-1]
+        dfd = self._walk(parts[:-1], rel or self.root)
         try:
             st = _lstat_at(dfd, name, rel)
             target = _readlink(name, dfd) if stat.S_ISLNK(st.st_mode) else None
         finally:
             os.close(dfd)
-        return Entry(name, kind_of(st.st_mode), st.st_size, st.st_mtime_ns, st.st_mode, target)
+        return Entry(name if rel else "", kind_of(st.st_mode), st.st_size, st.st_mtime_ns, st.st_mode, target)
 
     def pread(self, rel: str, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0:
@@ -171,6 +186,31 @@ class LocalStorage(Storage):
 
     def regular_names(self, rel: str = "") -> list[str]:
         return self._scan(rel, os.DirEntry.is_file)
+
+
+def access_mask(path: str) -> int:
+    """The read/execute bits anyone who can read the folder at `path` may get in a view of it.
+
+    A class (owner, group, others) keeps r-x when it may list the folder (r) and reach it: x on
+    the folder and on every folder above it. Otherwise it gets nothing, so that a mount others may
+    enter (`-o allow_other`) shows no one more than the folder's own permissions do."""
+    real = os.path.realpath(path)
+    mode = os.stat(real).st_mode
+    mask = 0
+    for shift in (6, 3, 0):  # owner, group, others
+        if mode & (0o4 << shift):
+            mask |= 0o5 << shift
+    folder = real
+    while True:
+        st = os.stat(folder)
+        for shift in (6, 3, 0):
+            if not st.st_mode & (0o1 << shift):
+                mask &= ~(0o7 << shift)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return mask
 
 
 def _pread_all(fd: int, size: int, offset: int) -> bytes:
