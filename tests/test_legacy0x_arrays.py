@@ -352,6 +352,32 @@ def test_workspace_is_one_tree(corpus):
     assert isinstance(resolve(root, "arrays/sparse_gzip/schema"), DirNode)
 
 
+def test_a_0x_group_is_told_from_a_group_before_tiledb_2_9_by_its_arrays(corpus, tmp_path):
+    """A 0.x group and a TileDB group written before 2.9 are both a folder with only the group marker:
+    the layout of the arrays in it tells them apart, never the marker (tests/test_group_members.py has
+    the TileDB side)."""
+    import corpus as backcompat
+    from tdbfs.store.group_store import GroupStore
+
+    grp = open_array(os.path.join(corpus["ws"], "grp"))
+    assert isinstance(grp, Legacy0xWorkspaceStore) and grp.kind == "group" and grp.array_paths() == ["in_group"]
+    # a marker-only group of 0.x arrays only (one untagged by the fork, found by its book-keeping files)
+    zero = tmp_path / "zero_group"
+    zero.mkdir()
+    (zero / "__tiledb_group.tdb").write_bytes(b"")
+    for name in ("sparse_gzip", "dense_gzip"):
+        shutil.copytree(corpus["arrays"][name][0], zero / name)
+    store = open_array(str(zero))
+    assert isinstance(store, Legacy0xWorkspaceStore) and store.array_paths() == ["dense_gzip", "sparse_gzip"]
+    # the same with a TileDB array of format 5 beside them: a TileDB group, each member as what it is
+    shutil.copytree(backcompat.array("v05"), zero / "data")
+    store = open_array(str(zero))
+    assert isinstance(store, GroupStore) and [m.shown for m in store.members()] == ["data", "dense_gzip", "sparse_gzip"]
+    assert type(store.member_store("data")) is ArrayStore
+    assert type(store.member_store("sparse_gzip")) is Legacy0xArrayStore
+    assert store.findings() == []
+
+
 def test_today_arrays_are_not_routed(array_factory):
     """A TileDB 2.x array is opened by ArrayStore exactly as before."""
     arr = array_factory("sparse")
