@@ -116,17 +116,21 @@ Tile numbers K start at 0 and follow the order of tiles in the data file.
 
 Groups
 ------
-A mounted TileDB group (a folder with __tiledb_group.tdb, __group/, __meta/)
-shows instead:
+A mounted TileDB group (a folder with __tiledb_group.tdb, __group/, __meta/;
+one written before TileDB 2.9 has only the marker, and its members are the
+arrays and groups in its folder) shows instead:
   group.yaml              format version; members (name, type, uri as stored,
-                          relative, location resolved, entry, details_file);
+                          relative, location resolved, entry, details_file,
+                          or `found` for a member of a marker-only group);
                           history: per __group file its timestamps and the
                           members it added, removed and listed again; problems
   group_details/          every __group file decoded (each member with its
                           payload offsets), with layout/ and hex/ byte maps
   metadata/               group metadata, as metadata/ of an array
   members/<name>/         the member's own tree (an array's or a group's, the
-                          same as mounting it alone), read when first listed;
+                          same as mounting it alone), read when first listed,
+                          with the permissions of the member's own folder;
+                          never reached through a symbolic link;
                           a member that cannot be read holds only problem.yaml;
                           a member leading back to a group above it is a
                           symbolic link to that group's folder here
