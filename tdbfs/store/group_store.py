@@ -236,11 +236,12 @@ class GroupStore(MetadataFiles, BaseStore):
             if place.inside:
                 self._check_folder(member, where, lambda: self.storage.stat(place.inside))
             return self.storage.child(place.inside)
-        if "://" not in where and "://" not in self.storage.uri:
+        if "://" not in where:
             from .storage.local import LocalStorage
             # what the user named is followed, as for the group itself; below it, no symlink
             where = os.path.abspath(where)
-            storage = LocalStorage(where, os.path.commonpath([getattr(self.storage, "named", "/"), where]))
+            named = getattr(self.storage, "named", "/")   # an object store's group: from the root
+            storage = LocalStorage(where, os.path.commonpath([named, where]))
             self._check_folder(member, where, lambda: storage.stat(""))
             return storage
         try:
