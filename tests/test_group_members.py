@@ -271,3 +271,46 @@ def test_members_outside_the_group_keep_their_own_folders_permissions_under_allo
     # a member refused (a symlink on its way) shows only its problem, with the group's permissions
     shown = yaml.safe_load(run("cat", str(mnt / "members" / "through_link" / "problem.yaml"), user=NOBODY).stdout)
     assert "never followed" in shown["problem"]["message"]
+
+
+def test_each_members_tree_carries_its_own_folders_bits_without_fuse(public_base):
+    """The permission mirror's layers without a mount: the store gives each member's bits, the views
+    make them a mask per path, and the FUSE adapter shows and checks them."""
+    from tdbfs.fuse_ops import TdbfsOperations
+    from tdbfs.store.storage.local import access_mask
+    from tdbfs.views.group_views import access_masks
+    from tdbfs.views.tree import build_root
+
+    built = outside_members_group(public_base)
+    store = open_array(str(built["grp"]))
+    root_mask = access_mask(str(built["grp"]))
+    assert root_mask == 0o555 and store.member_access("secret")[1] == 0o500
+    assert store.member_access("own")[1] == 0o555 and store.member_access("through_link") == (None, None)
+    mask_at = access_masks(store, root_mask)
+    assert [mask_at(p) for p in ("/", "/group.yaml", "/members", "/members/own/array.yaml", "/members/secret",
+                                 "/members/climb/fragments", "/members/through_link/problem.yaml")] == [
+        0o555, 0o555, 0o555, 0o555, 0o500, 0o500, 0o555]
+    ops = TdbfsOperations(build_root(store), perm_mask=root_mask, mask_at=mask_at)
+    modes = {p: ops.getattr(p)["st_mode"] & 0o777 for p in (
+        "/group.yaml", "/members/own", "/members/own/array.yaml", "/members/secret", "/members/secret/array.yaml")}
+    assert modes == {"/group.yaml": 0o444, "/members/own": 0o555, "/members/own/array.yaml": 0o444,
+                     "/members/secret": 0o500, "/members/secret/array.yaml": 0o400}
+    # the bits follow the folder: once others may reach it, they may read it through the group too
+    os.chmod(built["priv"], 0o755)
+    assert access_masks(store, root_mask)("/members/secret/array.yaml") == 0o555
+
+
+def test_a_member_folder_swapped_for_a_symlink_after_opening_is_not_followed(tmp_path):
+    """A member's folder is walked to, without following a symlink, on every read, not only when the
+    member is first opened: one replaced by a symlink (to a copy of itself) reads as gone."""
+    g = absolute_members_group(tmp_path)
+    store = open_array(str(g))
+    for name in ("rel", "by_path"):
+        member = store.member_store(name)
+        schema = member.storage.regular_names("__schema")[0]
+        assert member.storage.read(f"__schema/{schema}") == (g / name / "__schema" / schema).read_bytes()
+        os.rename(g / name, tmp_path / f"{name}_moved")
+        os.symlink(tmp_path / f"{name}_moved", g / name)
+        assert member.storage.entries("") == [] and member.storage.entry(f"__schema/{schema}") is None
+        with pytest.raises(OSError, match="symbolic link"):
+            member.storage.read(f"__schema/{schema}")
