@@ -508,6 +508,8 @@ def test_mounted_and_read_with_cat_and_ls(path, copies, mount):
     frags = _sh("ls", str(base / "fragments")).split()
     assert frags == sorted(lookup(root, _join(prefix, "fragments"))[0].children()) and frags
     top = "group.yaml" if item.kind == "group" else "workspace.yaml" if item.kind == "workspace" else "array.yaml"
+    if item.kind == "group":
+        assert _sh("ls", str(mnt / "members")).split() == sorted(_member_locations(src))
     assert _sh("cat", str(mnt / top)) == _cli("cat", str(src), top)
     assert "problems: []" in _sh("cat", str(base / "array.yaml"))
     text = _sh("cat", str(base / "fragments" / frags[0] / "cells.csv"))

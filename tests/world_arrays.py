@@ -24,7 +24,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data"
+#: tests/data, found from wherever this module sits under tests/
+DATA = next(p / "data" for p in Path(__file__).resolve().parents if (p / "data" / "SOURCES.md").is_file())
 WORLD = DATA / "world"
 
 HEALTHY = "healthy"
