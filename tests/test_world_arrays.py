@@ -150,6 +150,25 @@ def _fragment_info(location) -> dict:
     return out
 
 
+def _cells_and_mbrs(location) -> dict:
+    """Fragment folder name -> (cell count, MBRs of its data tiles or None for dense) as tiledb-py reports them."""
+    with tiledb.open(str(location)) as A:
+        sparse = A.schema.sparse
+    fl = tiledb.FragmentInfoList(str(location), include_mbrs=sparse)
+    return {os.path.basename(fl.uri[k].rstrip("/")):
+            (int(fl.cell_num[k]), [[_plain(v) for r in m for v in r] for m in fl.mbrs[k]] if sparse else None)
+            for k in range(len(fl))}
+
+
+def _leaf_mbrs(root, base: str, schema) -> list:
+    """The last level of a fragment's rtree/ (one MBR per data tile), values typed as the dimensions."""
+    levels = [n for n in lookup(root, f"{base}/rtree")[0].children() if n.startswith("level_")]
+    last = max(levels, key=lambda n: int(n[len("level_"):-len(".csv")]))
+    rows = list(csv.reader(io.StringIO(_read(root, f"{base}/rtree/{last}").decode(), newline="")))
+    dims = [d for d in schema.domain for _ in (0, 1)]
+    return [[_parse(v, d) for v, d in zip(r[1:], dims)] for r in rows[1:]]
+
+
 def _plain(v):
     """A value as tiledb-py returns it, in one comparable form (cells.csv's text parsed back gives the same)."""
     if v is None or v is np.ma.masked:
@@ -306,10 +325,16 @@ def test_fragments_match_tiledb(item, copies):
         assert listed == sorted(info), f"{prefix or '/'}: fragments/ lists {listed}, TileDB {sorted(info)}"
         assert summary["counts"]["fragments"] == len(info), prefix
         assert sorted(summary["format_versions"]["fragments"]) == sorted({v for v, _, _ in info.values()}), prefix
+        cells_mbrs = _cells_and_mbrs(summary["uri"])
         for name, (version, ned, _) in info.items():
             frag = _yaml(root, _join(prefix, f"fragments/{name}/fragment.yaml"))
             assert frag["version"] == version, (prefix, name)   # VIEWS.md: fragment.yaml `version`
             assert [[_plain(v) for v in r] for r in frag["non_empty_domain"].values()] == ned, (prefix, name)
+            cell_num, mbrs = cells_mbrs[name]
+            assert frag["cell_count"] == cell_num, (prefix, name)
+            if mbrs is not None:
+                with tiledb.open(summary["uri"]) as A:
+                    assert _leaf_mbrs(root, _join(prefix, f"fragments/{name}"), A.schema) == mbrs, (prefix, name)
             versions.add(version)
     assert versions == set(item.formats)
 
