@@ -379,7 +379,8 @@ def _filters_tiledb(fl) -> list:
 
 
 def _filters_view(pipeline) -> list:
-    return [(f["name"].replace("_", ""), (f.get("options") or {}).get("level")) for f in (pipeline or {}).get("filters") or []]
+    filters = (pipeline or {}).get("filters") or []
+    return [(f["name"].replace("_", ""), (f.get("options") or {}).get("level")) for f in filters]
 
 
 def _scalar(v):
