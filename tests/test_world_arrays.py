@@ -1,8 +1,9 @@
 """Arrays, groups and workspaces the world wrote (tests/world_arrays.py lists them, tests/data/SOURCES.md
 says where each comes from), held to what TileDB itself reads from them.
 
-For every item TileDB opens: each array's fragments and non-empty domains equal tiledb-py's
-FragmentInfoList; each fragment's `cells.csv` holds, as a multiset of rows, what tiledb-py reads with the
+For every item TileDB opens: each array's fragments, format versions, non-empty domains, cell counts and
+leaf MBRs equal tiledb-py's FragmentInfoList; its current schema and its metadata (and each group's) equal
+tiledb-py's; each fragment's `cells.csv` holds, as a multiset of rows, what tiledb-py reads with the
 array opened at that fragment's timestamps; each group's members equal tiledb.Group's (for a group
 written before TileDB 2.9, which has only its marker, the objects TileDB finds in its folder); and the
 item is silent: `problems: []` in every array.yaml, fragment.yaml and group.yaml, every file of the tree
