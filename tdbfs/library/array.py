@@ -165,8 +165,8 @@ class AsOf:
         merged = metadata_as_of(self.array.store, self.t)
         return {k: r.value for k, r in merged.records.items() if not r.deleted}
 
-    def open_view(self, path: str = "cells.csv") -> bytes:
-        """A file of `as_of/<t>/` (cells.csv: the cells a read of the whole array returns)."""
+    def open_view(self, path: str) -> bytes:
+        """A file of `as_of/<t>/` (reader.yaml, schema.yaml, metadata.yaml)."""
         return self.array.open_view(f"as_of/{self.t}/{path}")
 
     def listdir(self, path: str = "") -> list[str]:

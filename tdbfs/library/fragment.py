@@ -42,8 +42,9 @@ class TileInfo:
 
 @dataclass(frozen=True, eq=False)
 class VarTile:
-    """A var-sized tile decoded: `offsets` (uint64, one per cell, into `values`), `values`, and for a
-    nullable field `validity` (bool, one per cell)."""
+    """A var-sized tile decoded: `offsets` (uint64, one per cell: where the cell starts in the bytes of
+    `values`, as TileDB stores them), `values`, and for a nullable field `validity` (bool, one per cell).
+    `tile[i]` is cell i's values."""
 
     offsets: object
     values: object
@@ -58,8 +59,9 @@ class VarTile:
         if not -n <= i < n:
             raise IndexError(i)
         i %= n
-        end = int(self.offsets[i + 1]) if i + 1 < n else len(self.values)
-        return self.values[int(self.offsets[i]):end]
+        size = self.values.dtype.itemsize
+        end = int(self.offsets[i + 1]) if i + 1 < n else len(self.values) * size
+        return self.values[int(self.offsets[i]) // size:end // size]
 
     def __repr__(self) -> str:
         return f"<tdbfs.VarTile {len(self)} cells, {len(self.values)} values of {self.values.dtype}>"
