@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from .opening import Opened
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What every object of the library keeps of how it was opened (a check's workers open it again)."""
+
+    location: str                  # absolute local path, or the URL as given
+    cache_mb: int
+    remote: object = None          # store.storage.remote.RemoteSettings, or None for a local path
+    key: object = field(default=None, repr=False)   # format.reversers.keys.EncryptionKey, or None
 
 
 class StoreObject:

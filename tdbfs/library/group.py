@@ -7,7 +7,6 @@ import dataclasses
 
 from ..errors import TdbfsError
 from .base import StoreObject
-from .opening import wrap
 
 
 class Group(StoreObject):
@@ -81,13 +80,18 @@ class Member:
     def open(self):
         """The member's own object (sharing the group's cache). A member that is missing, unreadable or a
         group shown above it raises TdbfsError with its problem's words."""
-        from ..store.group_store import Cycle
+        from ..store.group_store import Cycle, GroupStore
 
         store = self._group.store.member_store(self.name)
         if isinstance(store, Cycle):
             raise TdbfsError(f"member {self.name!r} is the group {store.location}, which holds it: a cycle")
         opened = dataclasses.replace(self._group._opened, location=self.location)
-        return wrap(store, opened)
+        if getattr(store, "legacy0x_layout", None) == "workspace":
+            return Workspace(store, opened)
+        if isinstance(store, GroupStore):
+            return Group(store, opened)
+        from .array import Array
+        return Array(store, opened)
 
     def __repr__(self) -> str:
         return f"<tdbfs.Member {self.name!r} {self.type} at {self.location!r}>"

@@ -4,21 +4,11 @@ store layer (store/open_array.py), wrapped as an Array, a Group or a Workspace."
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from ..errors import NotFoundError
+from .base import Opened
 
 DEFAULT_CACHE_MB = 512
-
-
-@dataclass(frozen=True)
-class Opened:
-    """What every object of the library keeps of how it was opened (a check's workers open it again)."""
-
-    location: str                  # absolute local path, or the URL as given
-    cache_mb: int
-    remote: object = None          # store.storage.remote.RemoteSettings, or None for a local path
-    key: object = field(default=None, repr=False)   # format.reversers.keys.EncryptionKey, or None
 
 
 def open(location, *, key=None, storage_options: dict | None = None, cache_mb: int = DEFAULT_CACHE_MB):
