@@ -85,21 +85,24 @@ class Fragment:
 
     @property
     def t1(self) -> int:
-        return self.raw.parsed_name.t1
+        """The start of the name's timestamp range, ms (0.x: the one time in its name)."""
+        n = self.raw.parsed_name
+        return n.timestamp_ms if self.raw.layout == LEGACY0X else n.t1
 
     @property
     def t2(self) -> int:
-        return self.raw.parsed_name.t2
+        n = self.raw.parsed_name
+        return n.timestamp_ms if self.raw.layout == LEGACY0X else n.t2
 
     @property
     def timestamp_range(self) -> tuple[int, int]:
         return self.t1, self.t2
 
     @property
-    def version(self) -> int:
-        """The format version: the footer's (0.x: the one the name implies)."""
+    def version(self) -> int | None:
+        """The format version the footer records; None for TileDB 0.x, which records none."""
         if self.raw.layout == LEGACY0X:
-            return self.raw.parsed_name.assumed_format_version
+            return None
         return self.raw.footer().version
 
     @property
@@ -239,7 +242,8 @@ class Fragment:
 
     def __repr__(self) -> str:
         try:
-            extra = f" v{self.version} {'dense' if self.dense else 'sparse'}, {self.cell_count} cells"
+            version = "0.x" if self.version is None else f"v{self.version}"
+            extra = f" {version} {'dense' if self.dense else 'sparse'}, {self.cell_count} cells"
         except Exception:  # noqa: BLE001 -- a repr never fails: the problems say why
             extra = " (metadata unreadable)"
         return f"<tdbfs.Fragment {self.name}{extra}>"

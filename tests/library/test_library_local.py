@@ -192,3 +192,20 @@ def test_import_tdbfs_imports_no_numpy_and_nothing_of_the_library():
             "tdbfs.open; assert 'tdbfs.library.opening' in sys.modules; print('ok')")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "ok", res.stderr
+
+
+def test_an_encrypted_array_reads_with_its_key(tmp_path):
+    built = arrays.make_array(tmp_path, "encrypted")
+    with tdbfs.open(built.path, key=arrays.ENCRYPTION_KEY) as array:
+        path = str(built.path)
+        assert oracle.fragment_info(path, arrays.encryption_ctx()).keys() == set(array.fragments.names())
+        for frag in array.fragments:
+            assert oracle.assert_tiles_are_the_tree_files(array, frag)
+            assert oracle.assert_cells_are_cells_csv(array, frag)
+        assert array.check().clean
+    with tdbfs.open(built.path) as locked:   # without it: the footer is there, the encrypted tiles are not
+        frag = locked.fragments[0]
+        with pytest.raises(tdbfs.TdbfsError):
+            frag.tile(frag.fields[0].name, 0)
+    with pytest.raises(tdbfs.TdbfsError):
+        tdbfs.open(built.path, key="too short")
