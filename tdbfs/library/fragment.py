@@ -237,7 +237,8 @@ class Fragment:
         layout/<file>.csv. `file` is a name in the folder (`__fragment_metadata.tdb`, `a0.tdb`)."""
         from ..store.byte_map import file_map
         if self.raw.layout == LEGACY0X:
-            raise NotImplementedError("TileDB 0.x fragments have no byte maps")
+            from ..errors import TdbfsError
+            raise TdbfsError(f"{self.name}: a TileDB 0.x fragment has no byte maps (its files hold no generic tiles)")
         return list(file_map(self.raw, file).ranges)
 
     def __repr__(self) -> str:
