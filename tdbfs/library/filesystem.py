@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import errno
 import posixpath
+import threading
+from collections import OrderedDict
 
 from fsspec.spec import AbstractBufferedFile
 
@@ -173,9 +175,41 @@ def _open(location: str, key, options: dict, cache_mb: int):
     return open_location(location, key=key, storage_options=options or None, cache_mb=cache_mb)
 
 
+#: arrays a chained URL found, kept for the next URL into the same array: each file's URL makes a
+#: filesystem of its own (fsspec keys instances by `fo`), which then reuses the array's store
+_FOUND: OrderedDict = OrderedDict()
+FOUND_KEPT = 8
+_found_lock = threading.Lock()
+
+
 def _discover(location: str, key, options: dict, cache_mb: int):
     """(object, that part) of the longest leading part of `location` that holds an array, group or
     workspace; the part as fsspec names paths (no scheme: `bucket/array`, `/local/array`)."""
+    from fsspec.utils import tokenize
+
+    token = tokenize(options, None if key is None else str(key), cache_mb)
+    bare = _bare(location)
+    with _found_lock:
+        hits = sorted(((prefix, found) for (prefix, tok), found in _FOUND.items()
+                       if tok == token and (bare == prefix or bare.startswith(prefix + "/"))),
+                      key=lambda hit: -len(hit[0]))
+    for prefix, found in hits:
+        # the path in that tree must be there: else a deeper part may hold another array (a group's
+        # member in its folder), which the probe finds first
+        try:
+            found[0].tree.info(bare[len(prefix):].strip("/"))
+        except Exception:  # noqa: BLE001 -- not in this tree: probe
+            continue
+        return found
+    found = _probe(location, key, options, cache_mb)
+    with _found_lock:
+        _FOUND[(_bare(found[1]), token)] = found
+        while len(_FOUND) > FOUND_KEPT:
+            _FOUND.popitem(last=False)
+    return found
+
+
+def _probe(location: str, key, options: dict, cache_mb: int):
     scheme, sep, rest = location.partition("://")
     head = f"{scheme}://" if sep else ("/" if location.startswith("/") else "")
     parts = [p for p in (rest if sep else location).split("/") if p]

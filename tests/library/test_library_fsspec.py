@@ -94,6 +94,11 @@ def test_a_chained_url_finds_the_group_and_its_members(tmp_path):
         for path in ("group.yaml", "members/mid/members/s2/array.yaml", "members/d/stats.csv"):
             with fsspec.open(f"tdbfs::{built.path}/{path}") as f:
                 assert f.read() == group.open_view(path)
+        # a member in the group's folder is an array of its own: its URL finds it, not the group
+        with tdbfs.open(built.path / "d") as member:
+            for path in ("array.yaml", "stats.csv"):
+                with fsspec.open(f"tdbfs::{built.path}/d/{path}") as f:
+                    assert f.read() == member.open_view(path)
     fs, inner = fsspec.core.url_to_fs(f"tdbfs::{built.path}/members/mid/members")
     assert inner == f"{built.path}/members/mid/members"
     assert fs.ls(inner, detail=False) == [f"{built.path}/members/mid/members/{n}" for n in ("leaf", "s2")]
