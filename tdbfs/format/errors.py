@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..errors import TdbfsError
 from ..problem import Problem
 
 
-class FormatError(Exception):
+class FormatError(TdbfsError):
     """Bytes that do not decode as the structure the spec describes.
 
     `file` is the path of the file relative to the array root, `structure` the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import TdbfsError
 from ..joined_names import JoinedNames
 from .base_store import BaseStore
 from .metadata_files import META_DIR, MetadataFiles
@@ -27,7 +28,7 @@ GROUP_FILE = "__tiledb_group.tdb"     # a TileDB group, not an array (and a 0.x 
 GROUP_DIR = "__group"
 
 
-class NotAnArrayError(Exception):
+class NotAnArrayError(TdbfsError):
     """The path exists but holds no TileDB array."""
 
 

@@ -24,6 +24,7 @@ import posixpath
 import threading
 from dataclasses import dataclass
 
+from ..errors import TdbfsError
 from ..format.group import DETAILS_DIR, MARKER_FILE, STRUCTURE, GroupDetails, GroupMember
 from .base_store import BaseStore
 from .cache import ByteLRU
@@ -66,7 +67,7 @@ class Cycle:
     location: str
 
 
-class MemberError(Exception):
+class MemberError(TdbfsError):
     """A member that cannot be shown (missing, unreachable, of no known type); carries its problem."""
 
     def __init__(self, problem: Problem):

@@ -10,8 +10,10 @@ from __future__ import annotations
 import stat
 from typing import Callable, Mapping
 
+from ..errors import TdbfsError
 
-class ViewError(Exception):
+
+class ViewError(TdbfsError):
     """A view that cannot be rendered (corrupt input, unknown filter, vanished file)."""
 
 

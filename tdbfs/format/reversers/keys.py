@@ -10,6 +10,8 @@ import base64
 import binascii
 import os
 
+from ...errors import TdbfsError
+
 KEY_BYTES = 32
 
 
@@ -18,7 +20,7 @@ ENV_KEY_FILE = "TDBFS_KEY_FILE"
 ENV_KEY = "TDBFS_ENCRYPTION_KEY"
 
 
-class BadKeyError(ValueError):
+class BadKeyError(TdbfsError, ValueError):
     """A key file or value that does not hold a 32-byte key."""
 
 

@@ -28,6 +28,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
+from ...errors import TdbfsError
 from ...urls import SCHEMES
 from . import FOLDER, REGULAR, Entry, NotRegularError, Storage, path_parts
 from .counters import RequestCounters
@@ -75,7 +76,7 @@ class RemoteSettings:
     cache_dir: str | None = None
 
 
-class RemoteOpenError(Exception):
+class RemoteOpenError(TdbfsError):
     """The URL cannot be opened (no backend installed, no bucket, no access): one line for the user."""
 
 

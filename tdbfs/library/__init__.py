@@ -1,0 +1,10 @@
+"""tdbfs as a Python library: `tdbfs.open(location)` and what it returns (docs/library.md).
+
+Modules: opening.py (tdbfs.open, storage options, keys); base.py (what an array, a group and a
+workspace share: the tree, check, close); array.py (Array, Fragments, AsOf); fragment.py (Fragment,
+Field, TileInfo, VarTile); cells.py (a fragment's cells as numpy columns); group.py (Group, Member,
+Workspace); tree.py (any file of the mount's tree, without FUSE); filesystem.py (the `tdbfs` fsspec
+protocol); frontends.py (the one door to `check`).
+
+Built on tdbfs/store and tdbfs/views only; `import tdbfs` imports none of it until it is used.
+"""
