@@ -240,6 +240,10 @@ tdbfs_setup() {
     if [ "$mode" = test ]; then
         _tdbfs_genomicsdb || return 1
     fi
+    # `man tdbfs` with .venv/bin on PATH (man looks in ../share/man of each PATH entry): pip puts
+    # pyproject's data-files there in a regular install, not in an editable one
+    mkdir -p "$TDBFS_VENV/share/man/man1"
+    ln -sfn "$TDBFS_ROOT/docs/tdbfs.1" "$TDBFS_VENV/share/man/man1/tdbfs.1"
     # Byte-compile the package as a regular (non-editable) install does: every mount starts
     # a process that imports tdbfs, and compiling tdbfs's sources at each start costs ~0.1 s, which
     # would happen on every mount where PYTHONDONTWRITEBYTECODE is set.
