@@ -159,7 +159,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
     _add_remote_arguments(p)
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("completion", help="print the shell completion script for bash or zsh", formatter_class=fmt,
+                       epilog="examples:\n  source <(tdbfs completion bash)          in ~/.bashrc\n"
+                              "  source <(tdbfs completion zsh)           in ~/.zshrc, after compinit\n")
+    p.add_argument("shell", metavar="SHELL", choices=("bash", "zsh"), help="bash or zsh")
+    p.set_defaults(func=_cmd_completion)
     return parser
+
+
+def _cmd_completion(args) -> int:
+    from .completion import script  # here: the other commands start without importing it
+    print(script(args.shell, build_parser()), end="")
+    return 0
 
 
 def _add_remote_arguments(p) -> None:

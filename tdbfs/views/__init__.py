@@ -1,1 +1,1 @@
-"""The tree (README.md, "A tour of the tree") as nodes that know their exact size and render bytes on demand."""
+"""The tree (docs/tour.md) as nodes that know their exact size and render bytes on demand."""

@@ -1,4 +1,4 @@
-"""The tree of a TileDB 0.x array (README.md, "TileDB 0.x arrays and GenomicsDB workspaces").
+"""The tree of a TileDB 0.x array (docs/arrays.md, "TileDB 0.x arrays and GenomicsDB workspaces").
 
 Same shape as a 2.x array: README.txt, array.yaml, schema/, fragments/<name>/ with
 fragment.yaml, book_keeping.yaml (instead of footer.yaml), rtree/, tiles.csv, attrs/, dims/,

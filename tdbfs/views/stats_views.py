@@ -1,7 +1,7 @@
 """`stats.csv` at the top and in each fragment folder: tiles, cells, stored and decoded bytes per field,
 from the metadata alone (store/stats.py), so reading it decodes no tile.
 
-Columns (README.md, "A tour of the tree"): row (`field`, `field_total`, `array_total`), fragment, field,
+Columns (docs/tour.md, "Sizes, hints and pictures"): row (`field`, `field_total`, `array_total`), fragment, field,
 stem, kind, tile_count, cell_count, stored_bytes, decoded_bytes, ratio (decoded / stored, 3 decimals),
 filters, error (why a fragment has no rows of its own).
 """

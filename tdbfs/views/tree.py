@@ -1,4 +1,4 @@
-"""The root of the tree (README.md, "A tour of the tree") and its array-level folders."""
+"""The root of the tree (docs/tour.md) and its array-level folders."""
 
 from __future__ import annotations
 
