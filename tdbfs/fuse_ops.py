@@ -298,7 +298,11 @@ class TdbfsOperations(_OperationsBase):
         now = time.monotonic()
         hit = self._found.get(path)
         if hit is not None and hit[1] > now:
-            return hit[0]
+            # still there? (one stat): a fragment vacuumed meanwhile answers ENOENT at once, not for a TTL more
+            if node.has(name):
+                return hit[0]
+            del self._found[path]
+            return None
         child = node.child(name)
         if child is not None:
             self._prune(now)
@@ -431,7 +435,11 @@ class TdbfsOperations(_OperationsBase):
         mfusepy.set_st_attrs(st, attrs, use_ns=self.use_ns)
         return st
 
+    @_guard
     def opendir(self, path):
+        # a folder gone meanwhile (under a vacuumed fragment) answers ENOENT here: an error of the READDIR
+        # that follows reads as the end of an empty listing
+        self._node(path)
         fh = next(self._fh_counter)
         self._dir_handles[fh] = None
         return fh

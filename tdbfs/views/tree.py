@@ -69,7 +69,7 @@ def build_root(store: ArrayStore) -> DirNode:
         # one stat finds one fragment, whether __fragments/ is being written to or not (no listing of 100,000)
         lambda name: fragment_dir(store, store.fragment_path_of(name) or name),
         mtime=lambda: store.mtime("__fragments"),
-        exists=lambda name: store.fragment_path_of(name) is not None, mode=DirNode.mode,
+        exists=lambda name: store.fragment_path_of(name) is not None, gone=store.fragment_gone, mode=DirNode.mode,
         keep=FRAGMENT_NODES_KEPT, encoded=store.encoded_fragment_names)
     labels_dir = KeyedDir(store.label_names, lambda name: _label_array(store, name),
                           mtime=lambda: store.mtime("__labels"))
