@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Callable, Mapping, Optional
 
+from .background_check import REQUESTS
 from .fuse_dirents import BulkFill
 from .fuse_setup import FuseOptions, choose_libfuse, setup_problem, which
 from .joined_names import JoinedNames
@@ -649,7 +650,8 @@ def _fuse_class():
         def _wrapper(self, func, *args, **kwargs):
             if not _CALLBACK_THREAD.keeps_state:
                 _keep_thread_state()
-            return super()._wrapper(func, *args, **kwargs)
+            with REQUESTS:   # the background check waits while requests come (background_check.py)
+                return super()._wrapper(func, *args, **kwargs)
 
         def readdir_fuse_2(self, path, buf, filler, offset, fip):
             fill = ctypes.cast(filler, _FILL_CALL_2)

@@ -53,7 +53,8 @@ def build_root(store: ArrayStore) -> DirNode:
     timeline_csv = timeline_file(store)
     as_of = as_of_dir(store)
     summaries = root_pictures_and_stats(store)  # stats.csv, fragments.svg
-    array_yaml = array_views.summary_file(store, lambda: to_yaml(array_views.array_summary(store)), "array summary")
+    array_yaml = array_views.summary_file(store, lambda: to_yaml(array_views.array_summary(store)), "array summary",
+                                            checked=True)
     schema_dir = _schema_dir(store)
     metadata_dir = build_metadata_dir(store)
     commits_dir = KeyedDir(*with_byte_maps(
