@@ -124,6 +124,7 @@ class BackgroundCheck:
         if not self._idle():   # nothing imported before: the first requests of a fresh mount come first
             return
         try:
+            log.info("background check (%s) of %s started", self.level, self.store.path)
             stores = self._stores()
             for store in stores:   # said at once: array.yaml read meanwhile tells the check is coming
                 store.checked.background(self.level, True)
