@@ -197,3 +197,33 @@ def test_the_library_says_how_far_its_list_goes(tmp_path):
     assert doc["checked"] == {"array_files": f"{files} of {files}", "metadata": f"{n} of {n} fragments",
                               "tiles": f"{n} of {n} fragments", "background": "not running"}
     assert _keys(doc["problems"]) == _keys([p.to_dict() for p in result.problems])
+
+
+def test_a_fresh_mount_of_a_group_checks_every_member(tmp_path):
+    """group.yaml says how many members are checked; each member's array.yaml then lists what `tdbfs check`
+    of that member prints."""
+    import tiledb
+    grp = tmp_path / "grp"
+    tiledb.Group.create(str(grp))
+    damaged = _build(grp / "damaged_build", data_damage=False)   # grp/damaged_build/arr
+    clean = arrays.build_sparse(grp / "clean", ndim=2, capacity=3, cells=5, n_fragments=2).path
+    with tiledb.Group(str(grp), "w") as g:
+        g.add("damaged_build/arr", name="bad", relative=True)
+        g.add("clean", name="good", relative=True)
+    expected_bad, expected_good = _check(damaged), _check(clean)
+    assert any("generic tile" in p["structure"] for p in expected_bad)
+    with mount_tracked(grp) as mnt:
+        t0 = time.monotonic()
+        while True:
+            doc = yaml.safe_load(read_view(mnt / "group.yaml")[0])
+            if doc["checked"]["background"].endswith(", done") and doc["checked"]["members"] == "2 of 2 checked":
+                break
+            assert time.monotonic() - t0 < POLL_BOUND_S, doc["checked"]
+            time.sleep(0.1)
+        print(f"group.yaml complete after {time.monotonic() - t0:.2f} s")
+        assert doc["checked"]["group_files"] == "1 of 1" and list(doc)[:2] == ["uri", "checked"]
+        bad = yaml.safe_load(read_view(mnt / "members" / "bad" / "array.yaml")[0])
+        good = yaml.safe_load(read_view(mnt / "members" / "good" / "array.yaml")[0])
+    assert _keys(bad["problems"]) == _keys(expected_bad)
+    assert _keys(good["problems"]) == _keys(expected_good)
+    assert bad["checked"]["metadata"] == "4 of 4 fragments" and good["checked"]["metadata"] == "2 of 2 fragments"

@@ -74,17 +74,22 @@ class Checked:
             return [rel for rel in files if rel not in self._files]
 
     # -- reading -----------------------------------------------------------------------------------
+    def background_state(self) -> str:
+        with self._lock:
+            level, running = self._background, self._running
+        return "not running" if level == OFF else f"{level}, {'running' if running else 'done'}"
+
     def summary(self, store, files: list[str], paths: list[str]) -> dict:
         """array.yaml's `checked:` for the array-level `files` and fragment folders `paths` listed now."""
+        background = self.background_state()
         with self._lock:
             done_files = sum(1 for rel in files if rel in self._files)
-            level, running = self._background, self._running
             metadata, tiles = dict(self._metadata), dict(self._tiles)
         n = len(paths)
         return {"array_files": f"{done_files} of {len(files)}",
                 "metadata": f"{_count(metadata, store, paths)} of {n} fragments",
                 "tiles": f"{_count(tiles, store, paths)} of {n} fragments",
-                "background": "not running" if level == OFF else f"{level}, {'running' if running else 'done'}"}
+                "background": background}
 
 
 def _count(marks: dict, store, paths) -> int:
@@ -112,3 +117,37 @@ def array_files(store) -> list[str]:
     return (list(store.schema_files()) + list(store.enumeration_files())
             + [r for r in store.metadata_files() if not r.endswith(".tmp")] + list(store.commit_files())
             + list(store.fragment_meta_files()))
+
+
+def group_summary(group, members: list) -> dict:
+    """group.yaml's `checked:`: the group's own files checked, and how many of its `members` (their stores,
+    None for one that cannot be opened, True for one leading back to a group above) have every structure
+    but their data tiles checked."""
+    files = array_files(group)
+    done = len(files) - len(group.checked.files_unchecked(files))
+    whole = sum(1 for m in members if m is True or (m is not None and metadata_complete(m, {id(group)})))
+    return {"group_files": f"{done} of {len(files)}", "members": f"{whole} of {len(members)} checked",
+            "background": group.checked.background_state()}
+
+
+def metadata_complete(store, seen: set) -> bool:
+    """Whether every structure of `store` but its data tiles has been checked (a group: its files and each
+    member's, recursively; a member leading back to a group above it counts as checked there)."""
+    if id(store) in seen:
+        return True
+    seen = seen | {id(store)}
+    if store.checked.files_unchecked(array_files(store)):
+        return False
+    if hasattr(store, "details_files"):
+        from .group_store import Cycle, MemberError
+        for member in store.members():
+            try:
+                target = store.member_store(member.shown)
+            except MemberError:
+                continue
+            if not isinstance(target, Cycle) and not metadata_complete(target, seen):
+                return False
+        return True
+    if getattr(store, "legacy0x_layout", None) == "workspace":
+        return all(metadata_complete(store.array(rel), seen) for rel in store.array_paths())
+    return not store.checked.unchecked(store, store.fragment_paths(), tiles=False)
