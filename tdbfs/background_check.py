@@ -85,6 +85,7 @@ class BackgroundCheck:
         self.store, self.level, self.requests = store, level, requests
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._settled: dict = {}   # id(store) -> its fragment listing when every fragment in it was checked
         if level != OFF:
             # said before the mount serves: array.yaml read before the thread starts tells that it comes
             store.checked.background(level, True)
@@ -165,19 +166,25 @@ class BackgroundCheck:
         return out
 
     def _pass(self, store) -> int:
-        """Check what is not checked yet in `store`; the units done."""
+        """Check what is not checked yet in `store`, in check.py's order; the units done."""
         from .store.checked import array_files
         from .store.group_store import GroupStore
         done = 0
         files = store.checked.files_unchecked(array_files(store))
-        if files:
+        array = not isinstance(store, GroupStore) and not store.legacy0x_layout
+        # consolidated fragment metadata: checked after the fragments, whose footers it is compared with
+        later = set(store.fragment_meta_files()) & set(files) if array else set()
+        if len(files) > len(later):
             if not self._idle():
                 return done
             store.checked.background(self.level, True)
-            _array_level(store, files)
+            _array_level(store, [rel for rel in files if rel not in later])
             done += 1
         if isinstance(store, GroupStore):
             return done
+        listing = getattr(store, "fragment_listing", store.fragment_paths)()
+        if self._settled.get(id(store)) is listing:
+            return done   # the fragments as they were when all of them were checked: no pass over them
         todo = store.checked.unchecked(store, store.fragment_paths(), tiles=self.level == FULL)
         for rel in todo:
             if not self._idle():
@@ -185,11 +192,14 @@ class BackgroundCheck:
             store.checked.background(self.level, True)
             self._fragment(store, rel)
             done += 1
-        if todo and not store.legacy0x_layout:
-            # after the fragments, as check does: each footer is compared with the fragment's own
+        if later:
             if not self._idle():
                 return done
             _consolidated(store)
+            store.checked.mark_files(later)
+            done += 1
+        if not self._stop.is_set():
+            self._settled[id(store)] = listing
         return done
 
     def _fragment(self, store, rel: str) -> None:

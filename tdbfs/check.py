@@ -131,7 +131,6 @@ class _Checker:
         self.progress(0, steps, "schemas")
         files = array_files(store)
         self._array_level(store, steps)
-        store.checked.mark_files(files)   # array.yaml's `checked:` (store/checked.py)
         done = 3
         for rel in fragments:
             self.progress(done, steps, posixpath.basename(rel))
@@ -140,6 +139,7 @@ class _Checker:
             store.checked.mark_fragment(frag, tiles=True)
             done += 1
         self._consolidated(store, lambda: self.progress(done, steps, "consolidated fragment metadata"))
+        store.checked.mark_files(files)   # array.yaml's `checked:` (store/checked.py)
         self.progress(steps, steps, "done")
 
     def run_parallel(self, store, executor, spec, split_bytes: int) -> None:
@@ -154,7 +154,6 @@ class _Checker:
         self.progress(0, len(frags), "array files", tally)
         files = array_files(store)
         self._array_level(store, 0, lambda *a: None)
-        store.checked.mark_files(files)
         results = {}
         done = 0
         for r in executor.run(run_task, spec, tasks):
@@ -183,6 +182,7 @@ class _Checker:
                 store.checked.mark_fragment(store.fragment(rel), tiles=True)
         self._consolidated(store, lambda: self.progress(len(frags), len(frags), "consolidated fragment metadata",
                                                           tally))
+        store.checked.mark_files(files)
         self.progress(len(frags), len(frags), "done", tally)
 
     def _array_level(self, store, steps: int, progress: Progress | None = None) -> None:
