@@ -41,6 +41,9 @@ QUIET_S = 0.05
 #: ... or once it has waited this long for such a gap: a reader that never pauses (a `cat` of many GB, a
 #: script polling array.yaml) shares the daemon with one unit a second, and the check still ends
 PATIENCE_S = 1.0
+#: the first unit (and the imports it needs: numpy, the codecs) waits for a longer pause: the commands a
+#: user types right after `tdbfs mount` come first
+START_QUIET_S = 0.25
 #: how often a finished check looks for fragments written since
 WATCH_S = 1.0
 
@@ -111,18 +114,18 @@ class BackgroundCheck:
             self._thread.join(timeout)
 
     # -- the thread ---------------------------------------------------------------------------------
-    def _idle(self) -> bool:
-        """Wait until no request has come for QUIET_S (PATIENCE_S at most); False once stopped."""
+    def _idle(self, wanted: float = QUIET_S) -> bool:
+        """Wait until no request has come for `wanted` s (PATIENCE_S at most); False once stopped."""
         give_up = time.monotonic() + PATIENCE_S
         while not self._stop.is_set():
             quiet = self.requests.quiet_for()
-            if quiet >= QUIET_S or time.monotonic() >= give_up:
+            if quiet >= wanted or time.monotonic() >= give_up:
                 return True
-            self._stop.wait(max(QUIET_S - quiet, 0.005))
+            self._stop.wait(max(wanted - quiet, 0.005))
         return False
 
     def _run(self) -> None:
-        if not self._idle():   # nothing imported before: the first requests of a fresh mount come first
+        if not self._idle(START_QUIET_S):   # nothing imported before: a fresh mount's first requests come first
             return
         try:
             log.info("background check (%s) of %s started", self.level, self.store.path)
@@ -133,11 +136,11 @@ class BackgroundCheck:
                 t0 = time.monotonic()
                 did = 0
                 for store in stores:
-                    n = self._pass(store)
+                    did += self._pass(store)
                     if self._stop.is_set():
                         return
+                for store in stores:   # a group's members too: its group.yaml counts them
                     store.checked.background(self.level, False)
-                    did += n
                 if did:
                     log.info("background check (%s) of %s: %d units in %.2f s", self.level, self.store.path, did,
                              time.monotonic() - t0)
