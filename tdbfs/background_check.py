@@ -37,7 +37,7 @@ log = logging.getLogger("tdbfs.check")
 
 #: a unit starts only once no request has come for this long: the gaps within one reader's requests
 #: (a `cat`, an `ls -R`) are far shorter, so a reader is not interleaved with the check
-QUIET_S = 0.05
+QUIET_S = 0.02
 #: ... or once it has waited this long for such a gap: a reader that never pauses (a `cat` of many GB, a
 #: script polling array.yaml) shares the daemon with one unit a second, and the check still ends
 PATIENCE_S = 1.0

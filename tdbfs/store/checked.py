@@ -10,10 +10,14 @@ array.yaml takes this record before its problem list, and never claims more than
 from __future__ import annotations
 
 import threading
+import time
 
 #: what a mount checks by itself: nothing, every structure but the data tiles, or everything
 OFF, METADATA, FULL = "off", "metadata", "full"
 LEVELS = (OFF, METADATA, FULL)
+
+#: how often array.yaml takes the marks made meanwhile (`Checked.state`)
+STATE_TICK_S = 0.5
 
 
 class Checked:
@@ -28,7 +32,8 @@ class Checked:
         self._tiles: dict[str, tuple | None] = {}
         self._background = OFF
         self._running = False
-        self.version = 0   # changes with every mark: part of array.yaml's state
+        self.version = 0   # changes with every mark
+        self._shown = (0, 0.0)   # the version `state` gave last, and when
 
     # -- marks -------------------------------------------------------------------------------------
     def mark_files(self, rels) -> None:
@@ -54,6 +59,20 @@ class Checked:
             if (self._background, self._running) != (level, running):
                 self._background, self._running = level, running
                 self.version += 1
+                self._shown = (self.version, time.monotonic())   # shown at once: "done" is never late
+
+    def state(self):
+        """What array.yaml's rendering depends on here: the marks, taken again at most every STATE_TICK_S
+        while the check runs. Each mark would otherwise make the next read of array.yaml a whole render
+        (of every fragment), and a script polling it would keep the daemon rendering and the check
+        waiting. A rendering kept meanwhile says less than is checked, never more; the problems it
+        lists are current, since every problem found changes the store's own state."""
+        now = time.monotonic()
+        with self._lock:
+            shown, at = self._shown
+            if shown != self.version and (not self._running or now - at >= STATE_TICK_S):
+                self._shown = shown, at = self.version, now
+            return shown, self._background, self._running
 
     def forget_except(self, live) -> None:
         """Drop the marks of fragments no longer listed (vacuumed)."""

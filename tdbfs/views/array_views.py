@@ -21,7 +21,7 @@ def summary_file(store, render, structure: str, checked: bool = False) -> BytesF
     if checked:   # array.yaml: also what has been checked (background_check.py marks it as it goes)
         def state():
             now = store.summary_state()
-            return None if now is None else (now, store.checked.version)
+            return None if now is None else (now, store.checked.state())
     return BytesFile(guarded(in_one_pass, store.problems, "", structure),
                      Summary(state, store.cache, ("summary", store.path, structure)),
                      mtime=lambda: store.mtime(""))
