@@ -43,7 +43,7 @@ QUIET_S = 0.02
 PATIENCE_S = 1.0
 #: the first unit (and the imports it needs: numpy, the codecs) waits for a longer pause: the commands a
 #: user types right after `tdbfs mount` come first
-START_QUIET_S = 0.25
+START_QUIET_S = 0.5
 #: how often a finished check looks for fragments written since
 WATCH_S = 1.0
 
