@@ -229,3 +229,32 @@ def test_a_fresh_mount_of_a_group_checks_every_member(tmp_path):
     assert _keys(bad["problems"]) == _keys(expected_bad)
     assert _keys(good["problems"]) == _keys(expected_good)
     assert bad["checked"]["metadata"] == "4 of 4 fragments" and good["checked"]["metadata"] == "2 of 2 fragments"
+
+
+def test_the_background_check_waits_while_a_request_is_in_flight(tmp_path, monkeypatch):
+    """In one process, without FUSE: while a request is in flight (and with no patience left to it), no unit
+    runs; once it ends the check runs to its end, and stop() ends the thread."""
+    import tdbfs.background_check as bc
+    from tdbfs.store.open_array import open_location
+
+    monkeypatch.setattr(bc, "PATIENCE_S", 3600.0)
+    array = _build(tmp_path, data_damage=False)
+    n = len(os.listdir(array / "__fragments"))
+    store = open_location(str(array), 64 << 20)
+    requests = bc.Requests()
+    check = bc.BackgroundCheck(store, bc.METADATA, requests)
+    requests.__enter__()   # a request that takes its time
+    try:
+        check.start()
+        time.sleep(1.0)
+        assert store.checked.summary(store, [], store.fragment_paths())["metadata"] == f"0 of {n} fragments"
+        assert check._thread.is_alive()
+    finally:
+        requests.__exit__(None, None, None)
+    deadline = time.monotonic() + POLL_BOUND_S
+    while store.checked.background_state() != "metadata, done" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.checked.summary(store, [], store.fragment_paths())["metadata"] == f"{n} of {n} fragments"
+    assert _keys([p.to_dict() for p in store.findings()]) == _keys(_check(array))
+    check.stop()
+    assert not check._thread.is_alive()
