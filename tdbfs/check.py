@@ -25,6 +25,7 @@ from typing import Callable
 
 from .check_work import check_fragment, died, plan, run_task
 from .problem import ERROR, WARNING, Problem, unique  # noqa: F401 -- WARNING: states TileDB itself leaves behind
+from .store.checked import array_files
 from .store.group_store import Cycle, GroupStore, MemberError
 
 #: a fragment whose files hold more than this is checked by several tasks (field, stream, tile range), so
@@ -128,13 +129,17 @@ class _Checker:
         fragments = store.fragment_paths()
         steps = 4 + len(fragments)
         self.progress(0, steps, "schemas")
+        files = array_files(store)
         self._array_level(store, steps)
         done = 3
         for rel in fragments:
             self.progress(done, steps, posixpath.basename(rel))
-            check_fragment(store, store.fragment(rel), self.result.counts)
+            frag = store.fragment(rel)
+            check_fragment(store, frag, self.result.counts)
+            store.checked.mark_fragment(frag, tiles=True)
             done += 1
         self._consolidated(store, lambda: self.progress(done, steps, "consolidated fragment metadata"))
+        store.checked.mark_files(files)   # array.yaml's `checked:` (store/checked.py)
         self.progress(steps, steps, "done")
 
     def run_parallel(self, store, executor, spec, split_bytes: int) -> None:
@@ -147,6 +152,7 @@ class _Checker:
         for t in tasks:
             left[t.fragment] += 1
         self.progress(0, len(frags), "array files", tally)
+        files = array_files(store)
         self._array_level(store, 0, lambda *a: None)
         results = {}
         done = 0
@@ -168,8 +174,15 @@ class _Checker:
                 log.add(p)
             for what, n in r.counts.items():
                 self.count(what, n)
+        # checked whole where every task of it gave its result, and no worker died on one
+        unfinished = {t.fragment for t in tasks if t.index not in results
+                      or any(p.structure == "check" for p in results[t.index].fragment_problems)}
+        for rel in frags:
+            if rel not in unfinished:
+                store.checked.mark_fragment(store.fragment(rel), tiles=True)
         self._consolidated(store, lambda: self.progress(len(frags), len(frags), "consolidated fragment metadata",
                                                           tally))
+        store.checked.mark_files(files)
         self.progress(len(frags), len(frags), "done", tally)
 
     def _array_level(self, store, steps: int, progress: Progress | None = None) -> None:
@@ -239,9 +252,11 @@ def _check_group(store: GroupStore, progress: Progress | None, executor, spec, s
     checker = _Checker(store, progress or (lambda done, total, what: None))
     members = store.members()
     checker.progress(0, len(members) + 1, "group details")
+    files = array_files(store)
     for rel in store.details_files():
         checker._generic_file(store, rel, "group details", store.group_details)
     checker._metadata_files(store)
+    store.checked.mark_files(files)
     result = checker.result
     own = store.findings()   # opens every member: those missing are among its problems
     results = []

@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Callable, Mapping, Optional
 
+from .background_check import REQUESTS
 from .fuse_dirents import BulkFill
 from .fuse_setup import FuseOptions, choose_libfuse, setup_problem, which
 from .joined_names import JoinedNames
@@ -305,7 +306,11 @@ class TdbfsOperations(_OperationsBase):
         now = time.monotonic()
         hit = self._found.get(path)
         if hit is not None and hit[1] > now:
-            return hit[0]
+            # still there? (one stat): a fragment vacuumed meanwhile answers ENOENT at once, not for a TTL more
+            if node.has(name):
+                return hit[0]
+            del self._found[path]
+            return None
         child = node.child(name)
         if child is not None:
             self._prune(now)
@@ -438,7 +443,11 @@ class TdbfsOperations(_OperationsBase):
         mfusepy.set_st_attrs(st, attrs, use_ns=self.use_ns)
         return st
 
+    @_guard
     def opendir(self, path):
+        # a folder gone meanwhile (under a vacuumed fragment) answers ENOENT here: an error of the READDIR
+        # that follows reads as the end of an empty listing
+        self._node(path)
         fh = next(self._fh_counter)
         self._dir_handles[fh] = None
         return fh
@@ -648,7 +657,8 @@ def _fuse_class():
         def _wrapper(self, func, *args, **kwargs):
             if not _CALLBACK_THREAD.keeps_state:
                 _keep_thread_state()
-            return super()._wrapper(func, *args, **kwargs)
+            with REQUESTS:   # the background check waits while requests come (background_check.py)
+                return super()._wrapper(func, *args, **kwargs)
 
         def readdir_fuse_2(self, path, buf, filler, offset, fip):
             fill = ctypes.cast(filler, _FILL_CALL_2)

@@ -143,7 +143,7 @@ class FuseOptions:
     # a plain class, not a dataclass: `tdbfs mount` imports this module, and dataclasses (with inspect)
     # would be half of its import time
     __slots__ = ("foreground", "threads", "debug", "fsname", "subtype", "attr_timeout", "entry_timeout",
-                 "negative_timeout", "max_read", "read_ahead_kb", "extra")
+                 "negative_timeout", "max_read", "read_ahead_kb", "extra", "check")
 
     def __init__(self, *, foreground: bool = True, threads: bool = False, debug: bool = False,
                  fsname: str = "tdbfs", subtype: str = "tdbfs", attr_timeout: float = 0.0,
@@ -154,6 +154,7 @@ class FuseOptions:
         self.attr_timeout, self.entry_timeout, self.negative_timeout = attr_timeout, entry_timeout, negative_timeout
         self.max_read, self.read_ahead_kb = max_read, read_ahead_kb
         self.extra = {} if extra is None else extra
+        self.check: str | None = None   # -o check=off|metadata|full (background_check.py); None: the default
 
     @classmethod
     def parse(cls, option_strings, **kwargs) -> "FuseOptions":
@@ -182,6 +183,8 @@ class FuseOptions:
                     if not value or "," in value:
                         raise ValueError(f"mount option '{key}' needs a value")
                     setattr(opts, key, value)
+                elif key == "check":   # tdbfs's own, never libfuse's
+                    opts.check = value if value in CHECK_LEVELS else _bad_check(value)
                 elif key in _NUMBERS:
                     setattr(opts, key, _option_number(key, value, *_NUMBERS[key]))
                 else:
@@ -221,6 +224,15 @@ class FuseOptions:
 #: the options that take a number: its type, and what a wrong value is told it should be
 _NUMBERS = {**dict.fromkeys(("attr_timeout", "entry_timeout", "negative_timeout"), (float, "a number of seconds")),
             **dict.fromkeys(("max_read", "read_ahead_kb"), (int, "a whole number"))}
+
+
+#: -o check=LEVEL: what the mount checks in the background (background_check.py): store/checked.py's
+#: LEVELS, not imported from there, since `tdbfs mount` itself imports no store
+CHECK_LEVELS = ("off", "metadata", "full")
+
+
+def _bad_check(value: str):
+    raise ValueError(f"mount option 'check' takes one of {', '.join(CHECK_LEVELS)}, not '{value}'")
 
 
 def _option_number(key: str, value: str, kind, wanted: str):

@@ -13,7 +13,7 @@ from .parser_info import Command, Option, Positional, commands, one_line, top_op
 #: `tdbfs mount -o` options tdbfs itself reads (fuse_setup.FuseOptions, cli/mount.py) and the libfuse
 #: options its help names; a trailing '=' takes a value.
 MOUNT_OPTIONS = ("threads", "max_threads=", "allow_other", "attr_timeout=", "entry_timeout=",
-                 "negative_timeout=", "fsname=", "read_ahead_kb=", "debug")
+                 "negative_timeout=", "fsname=", "read_ahead_kb=", "check=", "debug")
 
 #: backend options of a URL (cli/remote_options.py), for every command that reads an array.
 BACKEND_OPTIONS = ("timeout=", "s3.endpoint_url=", "s3.anon=", "s3.client_kwargs.region_name=",

@@ -119,6 +119,8 @@ def run_daemon(args, store, mnt: str, options) -> int:
     log_file = os.path.abspath(args.log) if args.log else None
     _setup_logging(log_file, args.debug)
     root = build_root(store)
+    from ..background_check import BackgroundCheck, default_level
+    checker = BackgroundCheck(store, options.check or default_level(store.path))   # started once live
     # Decoding a tile makes hundreds of small records; with the default thresholds the
     # collector ran every few tiles and rescanned every parsed object (~10% of the daemon's
     # time on a sequential read). What exists now lives as long as the daemon: freeze it.
@@ -151,12 +153,14 @@ def run_daemon(args, store, mnt: str, options) -> int:
     settings = {**malloc, **{k: os.environ.get(k, "not set") for k in BLAS_ENV}}
     log.info("environment: %s", " ".join(f"{k}={v}" for k, v in settings.items()))
     try:
-        signum = fuse_ops.serve(root, mnt, options, on_init=on_init, perm_mask=perm_mask,
+        signum = fuse_ops.serve(root, mnt, options, on_init=checker.after(on_init), perm_mask=perm_mask,
                                 mask_at=_member_masks(store, perm_mask))
     except fuse_ops.MountError as exc:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:
         raise CliError(f"FUSE is not available: {exc}") from None
+    finally:
+        checker.stop()
     # stopped by a signal: unmounted, so no error; Ctrl-C keeps the shell's 128+SIGINT
     return 130 if signum == signal.SIGINT else 0
 

@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("mountpoint", metavar="MNT", help="empty folder to mount on")
     p.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground (the daemon itself)")
     p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT]",
-                   help="mount options, comma separated (repeatable)")
+                   help="mount options, comma separated (repeatable); check=metadata|full|off: what the mount "
+                        "checks by itself in the background (default metadata, off for a URL)")
     p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N",
                    help=f"memory for decoded data, in MiB (default {DEFAULT_CACHE_MB})")
     p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",

@@ -248,6 +248,12 @@ class ArrayStore(MetadataFiles, BaseStore):
             return name
         return None
 
+    def fragment_gone(self, name: str) -> bool:
+        """Whether the fragment folder `name`, found before, has vanished (vacuumed): one lstat, for every
+        request under it (fragment_path_of would walk the path safely)."""
+        return self.storage.gone(f"{FRAGMENTS_DIR}/{name}") and (
+            not name.startswith("__") or self.storage.gone(name))
+
     def _make_fragment(self, rel: str):
         from .fragment import Fragment
         return Fragment(self, rel)

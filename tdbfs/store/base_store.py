@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from ..format.generic_tile import GenericTile, read_generic_tile
 from .cache import ByteLRU
+from .checked import Checked
 from .fragment_digest import digest_table
 from .problems import Problem, ProblemLog, unique
 from .storage import Entry, Storage, open_storage
@@ -78,6 +79,8 @@ class BaseStore:
         # committed fragments' digests, for the array-wide summaries (fragment_digest.py): outside the cache
         # so that a pass over 100,000 footers does not evict them
         self.digests = digest_table(self.cache.capacity)
+        # how far the problems found go (array.yaml's `checked:`): marked by `check` and a mount's background check
+        self.checked = Checked()
 
     # -- files: every access goes through the storage (no symlink followed, regular files only) ---
     def listdir(self, rel: str = "") -> list[str]:
@@ -373,6 +376,7 @@ class BaseStore:
                 for gone in set(kept) - live:
                     del kept[gone]
         self.digests.forget_except(live)
+        self.checked.forget_except(live)
 
     def fragments(self) -> list:
         paths = self.fragment_paths()

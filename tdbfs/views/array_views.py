@@ -8,7 +8,7 @@ from .common import guarded
 from .nodes import BytesFile, Summary
 
 
-def summary_file(store, render, structure: str) -> BytesFile:
+def summary_file(store, render, structure: str, checked: bool = False) -> BytesFile:
     """An array-wide summary (array.yaml, stats.csv, timeline.csv, fragments.svg): one pass over the
     listings and the fragment metadata, each fragment folder listed once (store.one_pass), each footer
     parsed once for the four (store/fragment_digest.py), kept until store.summary_state() changes; never
@@ -17,8 +17,13 @@ def summary_file(store, render, structure: str) -> BytesFile:
         with store.one_pass(), store.digests.render():
             return render()
 
+    state = store.summary_state
+    if checked:   # array.yaml: also what has been checked (background_check.py marks it as it goes)
+        def state():
+            now = store.summary_state()
+            return None if now is None else (now, store.checked.state())
     return BytesFile(guarded(in_one_pass, store.problems, "", structure),
-                     Summary(store.summary_state, store.cache, ("summary", store.path, structure)),
+                     Summary(state, store.cache, ("summary", store.path, structure)),
                      mtime=lambda: store.mtime(""))
 
 
@@ -28,7 +33,7 @@ def _timestamps(store, rel: str) -> dict | None:
 
 
 def array_summary(store) -> dict:
-    out: dict = {"uri": store.path}
+    out: dict = {"uri": store.path, "checked": None}
     latest = store.latest_schema_file()
     schema_versions = set()
     if latest:
@@ -64,10 +69,18 @@ def array_summary(store) -> dict:
     out["sizes"] = None   # last: the fragment folders listed for the hints and findings are not listed again
     out["encryption"] = _encryption(store, latest)
     hints = _hints(store, schema_versions)  # first: what it finds wrong is among the problems
+    # before the problems: what is marked checked now has its problems in the logs already
+    out["checked"] = checked_summary(store, paths)
     out["problems"] = [p.to_dict() for p in store.findings()]
     out["hints"] = hints
     out["sizes"] = store.disk_usage(store.digests.usage_seen())
     return out
+
+
+def checked_summary(store, paths) -> dict:
+    """`checked:` of array.yaml: how far its problem list goes (store/checked.py)."""
+    from ..store.checked import array_files
+    return store.checked.summary(store, array_files(store), paths)
 
 
 def _fragment_versions(store, paths) -> list[int]:

@@ -93,12 +93,14 @@ class KeyedDir(DynamicDir):
 
     def __init__(self, names: Callable[[], Iterable[str]], make: Callable[[str], Node], mtime=None,
                  exists: Callable[[str], bool] | None = None, mode: int | None = None, keep: int | None = None,
-                 encoded: Callable[[Iterable[str]], Sequence[bytes] | None] | None = None):
+                 encoded: Callable[[Iterable[str]], Sequence[bytes] | None] | None = None,
+                 gone: Callable[[str], bool] | None = None):
         self._names = names
         self._make_node = make
         self._nodes: OrderedDict[str, Node] = OrderedDict()  # least recently used first
         self._keep = keep  # with `mode`: at most this many nodes kept (each may hold a rendered subtree)
         self._exists = exists
+        self._gone = gone
         # st_mode of every entry (or a function of its name): a listing then makes no node
         self._mode = mode
         self._encoded = encoded
@@ -115,6 +117,13 @@ class KeyedDir(DynamicDir):
         else:
             self._nodes.move_to_end(name)
         return node
+
+    def has(self, name: str) -> bool:
+        """Whether the entry `name`, found before, is still there (with `gone`, cheaply: `gone(name)` tells
+        it vanished; else as `exists` or the listing says)."""
+        if self._gone is not None:
+            return not self._gone(name)
+        return self._exists(name) if self._exists is not None else name in self.children()
 
     def child(self, name: str) -> Node | None:
         if self._exists is None:

@@ -64,6 +64,7 @@ def group_summary(store: GroupStore) -> dict:
         history.append(entry)
     return {
         "uri": store.path,
+        "checked": _checked(store),   # before the problems: what it counts has its problems listed
         "kind": "group",
         "format_version": store.format_version(),
         "marker_only": store.marker_only(),
@@ -74,6 +75,20 @@ def group_summary(store: GroupStore) -> dict:
                    "metadata_files": len(store.metadata_files())},
         "problems": [p.to_dict() for p in store.findings()],
     }
+
+
+def _checked(store: GroupStore) -> dict:
+    """How far the problems go, here and in the members (store/checked.py)."""
+    from ..store.checked import group_summary
+    from ..store.group_store import Cycle, MemberError
+    members = []
+    for member in store.members():
+        try:
+            target = store.member_store(member.shown)
+        except MemberError:
+            target = None
+        members.append(True if isinstance(target, Cycle) else target)   # a cycle: checked as the group above
+    return group_summary(store, members)
 
 
 def details_view(store: GroupStore, rel: str) -> dict:

@@ -25,6 +25,7 @@ from .common import KeyedDir, guarded, yaml_file
 from .describe.legacy0x import describe_book_keeping, describe_codec, describe_legacy0x_name, describe_legacy0x_schema
 from .fragment_views import fragment_dir, guarded_children, tile_record
 from .timeline_views import timeline_file
+from .array_views import checked_summary
 from .nodes import (FOREVER, LIVE, PER_OPEN, BytesFile, DirNode, DynamicDir, FileNode, InCache, StaticDir, SymlinkNode,
                     ViewError, kept)
 from .render import to_csv, to_yaml
@@ -130,7 +131,7 @@ def array_root(store: Legacy0xArrayStore) -> DirNode:
 
 
 def array_summary(store: Legacy0xArrayStore) -> dict:
-    out: dict = {"uri": store.path, "layout": "TileDB 0.x"}
+    out: dict = {"uri": store.path, "checked": None, "layout": "TileDB 0.x"}
     try:
         s = store.legacy0x_schema()
         out["array_type"] = "dense" if s.dense else "sparse"
@@ -146,6 +147,7 @@ def array_summary(store: Legacy0xArrayStore) -> dict:
     if uncommitted:
         out["uncommitted_fragments"] = uncommitted
     out["sizes"] = store.disk_usage()
+    out["checked"] = checked_summary(store, paths)   # before the problems (store/checked.py)
     out["problems"] = [p.to_dict() for p in store.findings()]
     return out
 

@@ -11,10 +11,13 @@ an unknown filter, a missing key) reads as an I/O error; the reason, with the fi
 offset, is listed under `problems` in array.yaml and in the fragment's
 fragment.yaml.
 
-  array.yaml              array-wide summary: path, dense/sparse, format versions,
-                          counts and sizes, problems found so far, and hints:
-                          fragment_count, not_vacuumed, overlapping_fragments,
-                          format (the oldest TileDB release that reads it)
+  array.yaml              array-wide summary: path, checked: (how far its problem
+                          list goes: array files, fragment metadata and tiles
+                          checked, and the mount's background check), dense/sparse,
+                          format versions, counts and sizes, problems found so
+                          far, and hints: fragment_count, not_vacuumed,
+                          overlapping_fragments, format (the oldest TileDB release
+                          that reads it)
   schema/                 every schema file decoded (__schema/* and the legacy
                           __array_schema.tdb); current.yaml links to the latest;
                           enumerations/ holds the decoded __schema/__enumerations
@@ -151,8 +154,16 @@ not yet vacuumed).
     changed, a problem was found), and a read always returns one whole
     rendering, of the size stat gave.
   * Found so far: what only decoding shows (a tile whose checksum fails, a
-    corrupt generic tile). It is added as views are read; once every file of
-    the tree has been read, array.yaml lists exactly what `tdbfs check` lists.
+    corrupt generic tile). It is added as views are read, and a local mount
+    looks for it by itself: once live, it checks in the background every
+    structure `tdbfs check` checks but the data tiles (schemas, commits,
+    metadata, every fragment's footer and metadata tiles), one fragment at a
+    time whenever no request is being served (-o check=full: the data tiles
+    too; -o check=off: nothing; off by default in an object store, where each
+    read is a request). array.yaml's `checked:` says how far that has got
+    (`metadata: 40 of 40 fragments`, `tiles: 0 of 40 fragments`, `background:
+    metadata, done`); once every file of the tree has been read, or a full
+    check is done, array.yaml lists exactly what `tdbfs check` lists.
 Symbolic links, FIFOs, sockets and devices inside the array are never
 followed or opened: they are listed under `special_files` in fragment.yaml and
 as problems, and raw/ holds only regular files.

@@ -53,7 +53,8 @@ def build_root(store: ArrayStore) -> DirNode:
     timeline_csv = timeline_file(store)
     as_of = as_of_dir(store)
     summaries = root_pictures_and_stats(store)  # stats.csv, fragments.svg
-    array_yaml = array_views.summary_file(store, lambda: to_yaml(array_views.array_summary(store)), "array summary")
+    array_yaml = array_views.summary_file(store, lambda: to_yaml(array_views.array_summary(store)), "array summary",
+                                            checked=True)
     schema_dir = _schema_dir(store)
     metadata_dir = build_metadata_dir(store)
     commits_dir = KeyedDir(*with_byte_maps(
@@ -69,7 +70,7 @@ def build_root(store: ArrayStore) -> DirNode:
         # one stat finds one fragment, whether __fragments/ is being written to or not (no listing of 100,000)
         lambda name: fragment_dir(store, store.fragment_path_of(name) or name),
         mtime=lambda: store.mtime("__fragments"),
-        exists=lambda name: store.fragment_path_of(name) is not None, mode=DirNode.mode,
+        exists=lambda name: store.fragment_path_of(name) is not None, gone=store.fragment_gone, mode=DirNode.mode,
         keep=FRAGMENT_NODES_KEPT, encoded=store.encoded_fragment_names)
     labels_dir = KeyedDir(store.label_names, lambda name: _label_array(store, name),
                           mtime=lambda: store.mtime("__labels"))

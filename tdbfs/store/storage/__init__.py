@@ -146,6 +146,11 @@ class Storage(ABC):
         e = self.entry(rel)
         return e is not None and e.is_dir
 
+    def gone(self, rel: str) -> bool:
+        """Whether nothing is at `rel` now. Only to tell that something found before has vanished: where it
+        says False, `entry` decides what is there."""
+        return self.entry(rel) is None
+
     def is_file(self, rel: str) -> bool:
         e = self.entry(rel)
         return e is not None and e.is_file
