@@ -223,3 +223,19 @@ def test_fragment_meta_naming_vacuumed_fragments_is_no_problem(array_factory):
     assert len(live) == 1 and all(e["name"] not in live for e in view["fragments"])
     res = check_command(str(built.path), {})
     assert res.returncode == 0 and unclean_lines(0, res.stdout) == [], res.stdout
+
+
+def test_a_removed_members_folder_is_no_stranger(tmp_path):
+    """tiledb.Group.remove drops the member, never its folder: the folder is no problem (group.yaml's
+    history names the removal); a folder that never was a member still is a warning."""
+    import groups
+    from tdbfs.store.open_array import open_array
+    built = groups.build_nested(tmp_path)
+    assert (built.path / "gone" / "__schema").is_dir()
+    store = open_array(str(built.path))
+    assert store.listing_findings() == []
+    assert [m.uri for h in store.history() for m in h.removed] == ["gone"]
+    groups.small_array(built.path / "stray", "dense")
+    found = open_array(str(built.path)).listing_findings()
+    assert [(p.file, p.message, p.severity) for p in found] == [
+        ("stray", "folder present but not a member of the group", "warning")]

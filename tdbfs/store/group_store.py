@@ -275,6 +275,11 @@ class GroupStore(MetadataFiles, BaseStore):
                 seen.add(m.key)
         inside = {self.member_prefix(m).split("/")[0] for m in members
                   if m.member.relative and ".." not in m.member.uri.split("/")}
+        # A member removed from the group keeps its folder: TileDB's removal drops only the reference
+        # (docs/format.md §7.7: a member written again with its deleted flag set), never the object,
+        # and group.yaml's history names the removal. Such a folder is no stranger.
+        inside |= {parts[0] for h in self.history() for m in h.removed if m.relative
+                   for parts in [[p for p in m.uri.split("/") if p not in ("", ".")]] if parts and ".." not in parts}
         for e in self.entries(""):
             if e.is_dir and not e.name.startswith("__") and e.name not in inside:
                 out.append(Problem(e.name, "group folder", None,
