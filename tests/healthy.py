@@ -14,7 +14,7 @@ that writes (or ships) more healthy arrays adds them where it builds them:
         return [healthy.Healthy("my_arrays/one", str(build_one(base / "one")))]
 
 Sources reuse the builders of tests/arrays.py, history_arrays.py, groups.py, legacy0x_arrays.py and
-the back-compat corpus (corpus.py); `REMOTE` lists the local arrays also uploaded to the object-store
+the back-compat corpus (corpus.py); `REMOTE` lists the local objects also uploaded to the object-store
 emulators (tests/s3_server.py, object_emulators.py).
 """
 
@@ -115,6 +115,19 @@ def _kinds(base: Path) -> list[Healthy]:
     for name, (kind, options) in MORE_KINDS.items():
         out.append(_local("kinds", arrays.make_array(base, kind, name=name, **options)))
     return out
+
+
+def write_empty(path: Path, sparse: bool) -> Path:
+    """An array just created: its schema, no fragment (and in TileDB 2.30 its empty folders)."""
+    dim = tiledb.Dim("d0", domain=(0, 99), tile=10, dtype=np.int64)
+    tiledb.Array.create(str(path), tiledb.ArraySchema(domain=tiledb.Domain(dim), sparse=sparse,
+                                                      attrs=[tiledb.Attr("a0", dtype=np.int32)]))
+    return path
+
+
+@source("empty")
+def _empty(base: Path) -> list[Healthy]:
+    return [_local("empty", write_empty(base / name, name == "sparse")) for name in ("sparse", "dense")]
 
 
 @source("encrypted")
@@ -377,4 +390,4 @@ def _legacy0x(base: Path) -> list[Healthy]:
 
 
 #: local healthy objects (by name) that the remote tests also upload to each object-store emulator
-REMOTE = ("kinds/consolidated_sparse_vacuumed", "history/sparse_full_everything")
+REMOTE = ("kinds/consolidated_sparse_vacuumed", "history/sparse_full_everything", "groups/soma")
