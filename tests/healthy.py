@@ -325,10 +325,24 @@ def build_absolute_inside(base: Path) -> Path:
     return top
 
 
+def build_metadata_group(path: Path, vacuum: bool) -> Path:
+    """A group whose metadata was written four times (a key deleted), then consolidated (and vacuumed)."""
+    tiledb.Group.create(str(path))
+    groups._meta(path, {"k0": 0})
+    groups._meta(path, {"k1": 1, "k2": [1.5, 2.5]})
+    with tiledb.Group(str(path), "w") as g:
+        del g.meta["k0"]
+    tiledb.Group.consolidate_metadata(str(path))
+    if vacuum:
+        tiledb.Group.vacuum_metadata(str(path))
+    return path
+
+
 @source("groups")
 def _groups(base: Path) -> list[Healthy]:
     out = [groups.build_nested(base / "nested").path, build_absolute_inside(base),
-           groups.build_cycle(base / "cycle").path]
+           groups.build_cycle(base / "cycle").path, build_metadata_group(base / "meta_consolidated", False),
+           build_metadata_group(base / "meta_vacuumed", True)]
     soma = base / "soma"
     try:
         out.append(groups.build_soma(soma).path)
