@@ -374,6 +374,25 @@ def _backcompat(base: Path) -> list[Healthy]:
     return out
 
 
+@source("marker_groups")
+def _marker_groups(base: Path) -> list[Healthy]:
+    """Groups as TileDB before 2.9 wrote them (tiledb_group_create: an empty __tiledb_group.tdb and nothing
+    else; the members are the folders inside), holding the TileDB-VCF datasets of the corpus as a
+    TileDB-VCF release of their time laid them out: its `data` array beside the group marker."""
+    out = []
+    for folder in ("v03", "v05", "v06"):
+        group = base / f"vcf_{folder}"
+        group.mkdir()
+        (group / "__tiledb_group.tdb").touch()
+        src = dict(corpus.arrays()).get(folder)
+        if src is None:
+            continue
+        import shutil
+        shutil.copytree(src, group / "data")
+        out.append(Healthy(f"marker_groups/vcf_{folder}", str(group), kind="group"))
+    return out
+
+
 _LEGACY0X = """
 import sys
 sys.path.insert(0, sys.argv[1])
