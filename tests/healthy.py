@@ -21,6 +21,7 @@ emulators (tests/s3_server.py, object_emulators.py).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -387,7 +388,6 @@ def _marker_groups(base: Path) -> list[Healthy]:
         src = dict(corpus.arrays()).get(folder)
         if src is None:
             continue
-        import shutil
         shutil.copytree(src, group / "data")
         out.append(Healthy(f"marker_groups/vcf_{folder}", str(group), kind="group"))
     return out
