@@ -14,7 +14,7 @@ from .base_store import BaseStore
 from .metadata_files import META_DIR, MetadataFiles
 from .cache import ByteLRU
 from .fragment_listing import FRAGMENTS_DIR, FragmentListing
-from .problems import Problem, WARNING
+from .problems import Problem
 from .storage import Storage
 
 SCHEMA_DIR = "__schema"
@@ -148,7 +148,12 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     def consolidated_fragment_metadata(self, rel: str):
         """The entries of a `__fragment_meta` file; each footer is compared with the fragment's own, and a
-        difference (or a fragment that is not there) is recorded among the array's problems."""
+        difference is recorded among the array's problems. An entry of a fragment that is not there is no
+        problem: vacuuming fragments leaves the `__fragment_meta` files as they are, and TileDB takes from
+        them only the footers of the fragments it lists (FragmentMetadata::load in
+        tiledb/sm/fragment/fragment_metadata.cc looks its own name up among the entries), so a file written
+        before a consolidation and a vacuum keeps naming the fragments they removed. A fragment that went
+        missing without a vacuum still has its commit, which the commit findings name."""
         from ..format.consolidated_fragment_metadata import STRUCTURE, parse_consolidated_fragment_metadata
         tile = self.generic_tile(rel, 0, STRUCTURE)
         entries = self.parsed("cfm", rel, lambda data: parse_consolidated_fragment_metadata(
@@ -157,9 +162,6 @@ class ArrayStore(MetadataFiles, BaseStore):
         for entry in entries:
             frag_rel = live.get(entry.fragment_name)
             if frag_rel is None:
-                self.problems.add(Problem(rel, "consolidated fragment metadata", entry.entry_offset,
-                                          f"names fragment {entry.fragment_name}, which is not in the array",
-                                          WARNING, within="consolidated fragment metadata payload"))
                 continue
             own = self.fragment(frag_rel).own_footer_bytes()
             if own is not None and own != bytes(entry.footer):

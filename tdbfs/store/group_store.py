@@ -380,6 +380,11 @@ class GroupStore(MetadataFiles, BaseStore):
                 out.append(self.member_problem(
                     member, f"{place.location}: the relative URI {member.member.uri!r} climbs out of the group's "
                             "folder (TileDB follows it; shown with the permissions of its own folder)", WARNING))
+        # A member removed from the group keeps its folder: TileDB's removal drops only the reference
+        # (docs/format.md §7.7: a member written again with its deleted flag set), never the object,
+        # and group.yaml's history names the removal. Such a folder is no stranger.
+        inside |= {place.inside.split("/")[0] for h in self.history() for m in h.removed
+                   for place in [self.place(m)] if place.inside}
         for e in self.entries(""):
             if e.is_dir and not e.name.startswith("__") and e.name not in inside:
                 out.append(Problem(e.name, "group folder", None,

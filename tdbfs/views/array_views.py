@@ -210,4 +210,11 @@ def fragment_meta_view(store, rel: str) -> dict:
     store.consolidated_fragment_metadata(rel)  # records what differs from the fragments' own footers
     out: dict = {"file": rel, "generic_tile": _gtile_info(store, rel, "consolidated fragment metadata")}
     out.update(describe_consolidated_fragment_metadata(store.consolidated_footers(rel)))
+    # entries of fragments vacuumed since this file was written: TileDB skips them (store docstring)
+    live = {posixpath.basename(p) for p in store.fragment_paths()}
+    gone = 0
+    for item in out["fragments"]:
+        item["in_array"] = item.get("fragment", item["name"]) in live
+        gone += not item["in_array"]
+    out["not_in_array"] = gone
     return out
