@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tdbfs.check import ERROR, check_array
+from tdbfs.check.check import ERROR, check_array
 from tdbfs.store import ArrayStore
 from tdbfs.store.fragment import DATA
 

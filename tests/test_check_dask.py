@@ -26,9 +26,9 @@ from mounting import tdbfs_command  # noqa: E402
 from test_s3 import write_dense  # noqa: E402
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY, free_port  # noqa: E402
 
-from tdbfs.check import check_array  # noqa: E402
-from tdbfs.cli.check_dask import DaskExecutor, fingerprint, shippable, versions, worker_facts  # noqa: E402
-from tdbfs.check_work import StoreSpec, plan  # noqa: E402
+from tdbfs.check.check import check_array  # noqa: E402
+from tdbfs.check.dask_executor import DaskExecutor, fingerprint, shippable, versions, worker_facts  # noqa: E402
+from tdbfs.check.work import StoreSpec, plan  # noqa: E402
 from tdbfs.cli.common import open_store  # noqa: E402
 from tdbfs.store import ArrayStore  # noqa: E402
 from tdbfs.store.fragment import DATA  # noqa: E402
@@ -267,7 +267,7 @@ def test_s3_secret_options_stay_with_the_cli(cluster, s3, s3_arrays):
     assert not doc["clean"] and SECRET_KEY not in json.dumps(doc)
 
     def spec_held():   # the spec each worker's store was opened from (check_work keeps it, pickled)
-        import tdbfs.check_work as work
+        import tdbfs.check.work as work
         return work._store[0] if work._store else b""
 
     from distributed import Client

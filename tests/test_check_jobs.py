@@ -1,4 +1,4 @@
-"""`tdbfs check --jobs N` (tdbfs/check_work.py, tdbfs/check_pool.py): the same report whatever N.
+"""`tdbfs check --jobs N` (tdbfs/check/work.py, tdbfs/check/pool.py): the same report whatever N.
 
 Real arrays written by tiledb-py, pristine and damaged (tests/mutations.py, tests/damage.py), a
 group, an encrypted array and the oldest format are checked in-process (`--jobs 1`) and by pools of
@@ -21,10 +21,10 @@ import pytest
 import tiledb
 
 import arrays
-from tdbfs import check_work
-from tdbfs.check import SPLIT_BYTES, check_array
-from tdbfs.check_pool import ProcessPool
-from tdbfs.check_work import HEAD, MIN_WORKER_CACHE_MB, TILES, StoreSpec, new_run, plan, run_task
+from tdbfs.check import work as check_work
+from tdbfs.check.check import SPLIT_BYTES, check_array
+from tdbfs.check.pool import ProcessPool
+from tdbfs.check.work import HEAD, MIN_WORKER_CACHE_MB, TILES, StoreSpec, new_run, plan, run_task
 from tdbfs.cli.common import open_store
 
 CLI = [sys.executable, "-m", "tdbfs", "check"]

@@ -19,9 +19,9 @@ import arrays  # noqa: E402
 from mounting import tdbfs_command  # noqa: E402
 from test_check_jobs import _report  # noqa: E402
 
-from tdbfs.check import check_array  # noqa: E402
-from tdbfs.check_pool import ProcessPool  # noqa: E402
-from tdbfs.check_work import MIN_WORKER_CACHE_MB, StoreSpec, new_run  # noqa: E402
+from tdbfs.check.check import check_array  # noqa: E402
+from tdbfs.check.pool import ProcessPool  # noqa: E402
+from tdbfs.check.work import MIN_WORKER_CACHE_MB, StoreSpec, new_run  # noqa: E402
 from tdbfs.cli.common import open_store  # noqa: E402
 
 

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from tdbfs import __version__, cli
-from tdbfs.cli import common, daemon, daemon_start, mount
+from tdbfs.cli import common
+from tdbfs.mount import daemon, daemon_start
+from tdbfs.mount import command as mount
 from tdbfs.views.nodes import BytesFile, StaticDir, SymlinkNode, ViewError
 
 from mounting import daemon_pids

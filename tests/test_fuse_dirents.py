@@ -1,4 +1,4 @@
-"""A big listing written into libfuse 3's readdir reply in bulk (tdbfs/fuse_dirents.py).
+"""A big listing written into libfuse 3's readdir reply in bulk (tdbfs/mount/fuse_dirents.py).
 
 * the records are byte for byte the kernel's struct fuse_dirent and fuse_direntplus (fuse_kernel.h),
   packed here one by one: names of one length, of one record size, of many sizes;
@@ -23,9 +23,9 @@ import subprocess
 
 import pytest
 
-from tdbfs import fuse_dirents
-from tdbfs.fuse_dirents import BulkFill, _records
-from tdbfs.fuse_ops import _BULK_MIN, _FILL_CALL_3, _FILLER_3, TdbfsOperations, _fill_dir, mfusepy
+from tdbfs.mount import fuse_dirents
+from tdbfs.mount.fuse_dirents import BulkFill, _records
+from tdbfs.mount.fuse_ops import _BULK_MIN, _FILL_CALL_3, _FILLER_3, TdbfsOperations, _fill_dir, mfusepy
 from tdbfs.store import ArrayStore
 from tdbfs.views.tree import build_root
 

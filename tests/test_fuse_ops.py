@@ -19,9 +19,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from tdbfs import fuse_ops, fuse_setup
-from tdbfs.fuse_ops import FuseOSError, TdbfsOperations
-from tdbfs.fuse_setup import FuseOptions
+from tdbfs.mount import fuse_ops, fuse_setup
+from tdbfs.mount.fuse_ops import FuseOSError, TdbfsOperations
+from tdbfs.mount.fuse_setup import FuseOptions
 from tdbfs.views.nodes import FOREVER, BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -587,8 +587,8 @@ SERVE = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     import test_fuse_ops as t
-    from tdbfs.fuse_ops import serve
-    from tdbfs.fuse_setup import FuseOptions
+    from tdbfs.mount.fuse_ops import serve
+    from tdbfs.mount.fuse_setup import FuseOptions
     root = t.{make}({backing!r}, many={many})
     serve(root, {mnt!r}, FuseOptions.parse({opts!r}), on_init=lambda: print("READY", file=sys.stderr, flush=True),
           perm_mask={perm_mask})

@@ -1,11 +1,11 @@
-"""A listing's names kept joined by NUL (tdbfs/joined_names.py): taken only where the joined bytes hold
+"""A listing's names kept joined by NUL (tdbfs/mount/joined_names.py): taken only where the joined bytes hold
 exactly the names counted, none empty; indexed, sliced and iterated as the list of them would be."""
 
 from __future__ import annotations
 
 import pytest
 
-from tdbfs.joined_names import JoinedNames
+from tdbfs.mount.joined_names import JoinedNames
 
 EVEN = [b"__%d_%d_%032x_22" % (t, t, t) for t in range(1_732_550_000_000, 1_732_550_000_300)]
 ODD_ONE = EVEN[:150] + [b"__1_1_%032x_22" % 1] + EVEN[150:]

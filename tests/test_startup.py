@@ -270,7 +270,7 @@ def test_a_caller_running_threads_gets_a_new_interpreter_as_its_daemon(tmp_path)
 
 STUCK_LISTING = textwrap.dedent("""
     import sys, threading
-    import tdbfs.cli.mount as mount
+    import tdbfs.mount.command as mount
     mount.list_fragments = lambda array, fd: threading.Event().wait()   # a folder that never lists
     from tdbfs.cli.main import main
     print(main(["mount", sys.argv[1], sys.argv[2]]))

@@ -13,7 +13,7 @@ own files (details, metadata) and its listing (members missing, folders that are
 not members, duplicate names); each member gets its own result. A failure is one
 problem naming file, structure and byte offset; nothing here prints, and the
 array is only ever read. With `--jobs N` or `--dask`, the fragments (split into tile ranges when
-big) are checked by worker processes through check_work.py; what they found is merged into this
+big) are checked by worker processes through work.py; what they found is merged into this
 store's logs in the order a check in one process finds it, so the report is the same.
 """
 
@@ -23,9 +23,9 @@ import posixpath
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .check_work import check_fragment, died, plan, run_task
-from .problem import ERROR, WARNING, Problem, unique  # noqa: F401 -- WARNING: states TileDB itself leaves behind
-from .store.group_store import Cycle, GroupStore, MemberError
+from .work import check_fragment, died, plan, run_task
+from ..problem import ERROR, WARNING, Problem, unique  # noqa: F401 -- WARNING: states TileDB itself leaves behind
+from ..store.group_store import Cycle, GroupStore, MemberError
 
 #: a fragment whose files hold more than this is checked by several tasks (field, stream, tile range), so
 #: that one big fragment keeps every worker busy
@@ -97,8 +97,8 @@ def check_array(store, progress: Progress | None = None, executor=None, spec=Non
     Everything is decoded through the store, which records what fails; the result lists the store's
     findings, the list array.yaml shows, so a mount that has read everything says the same.
 
-    With an `executor` (check_work.py: `run(fn, spec, tasks)`), the fragments are checked by its workers,
-    each opening the array from `spec` (a check_work.StoreSpec); their problems go into this store's logs
+    With an `executor` (work.py: `run(fn, spec, tasks)`), the fragments are checked by its workers,
+    each opening the array from `spec` (a work.StoreSpec); their problems go into this store's logs
     in the order `--jobs 1` finds them, so the result is the same, byte for byte."""
     if isinstance(store, GroupStore):
         return _check_group(store, progress, executor, spec, split_bytes)

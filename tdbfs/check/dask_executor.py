@@ -1,4 +1,4 @@
-"""`tdbfs check --dask ADDRESS`: the tasks of check_work.py run on an existing Dask distributed cluster.
+"""`tdbfs check --dask ADDRESS`: the tasks of work.py run on an existing Dask distributed cluster.
 
 Each worker opens the array itself from the task's `StoreSpec` (a path every worker reaches, or an
 object store's URL) and sends back only a `TaskResult`: problems and counters, never tile bytes.
@@ -23,9 +23,9 @@ import uuid
 import warnings
 
 from .. import __version__
-from ..check_work import died, new_run
-from .common import CliError
-from .remote_options import is_secret_option
+from .work import died, new_run
+from ..cli.common import CliError
+from ..cli.remote_options import is_secret_option
 
 #: seconds allowed to reach the scheduler and to see a first worker
 CONNECT_TIMEOUT_S = 10.0
@@ -38,7 +38,7 @@ _NOISY_LOGGERS = ("distributed", "tornado")
 
 
 class DaskExecutor:
-    """A check_work executor on the cluster whose scheduler is at `address` (`tcp://host:port`, or the
+    """An executor of work.py tasks on the cluster whose scheduler is at `address` (`tcp://host:port`, or the
     path of a scheduler file). Connects at once, so an unreachable scheduler fails before the check
     starts; `close()` (or `with`) disconnects."""
 
@@ -111,7 +111,7 @@ class DaskExecutor:
 
 def shippable(spec):
     """`spec` as it may travel to the cluster: no key, no secret backend option, no --cache-dir (a folder
-    of this machine), and a run of its own, since workers outlive a check (check_work.StoreSpec.run)."""
+    of this machine), and a run of its own, since workers outlive a check (work.StoreSpec.run)."""
     remote = spec.remote
     if remote is not None:
         options = {family: _without_secrets(opts) for family, opts in remote.options.items()}

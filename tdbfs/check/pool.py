@@ -1,11 +1,11 @@
-"""`tdbfs check --jobs N`: the check's tasks (check_work.py) run in N local worker processes.
+"""`tdbfs check --jobs N`: the check's tasks (work.py) run in N local worker processes.
 
 Workers start from a fork server (the parent may hold threads, such as an object store's event loop,
 which a plain fork would copy mid-flight) that imported what a task needs while the parent was opening
 the array: forked from the parent instead, each worker would import numpy itself (measured: 0.52 s
 of CPU per worker for 128 MiB of ZSTD tiles, against 0.38 s from the fork server). A worker that dies
 (killed, out of memory) takes its pool down: the tasks that were running are then run again one by one, each in a
-process of its own, so the one that kills its process is named (check_work.died) and the others still
+process of its own, so the one that kills its process is named (work.died) and the others still
 give their results; the rest go on in a new pool.
 """
 
@@ -19,14 +19,14 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import forkserver
 
-from .check_work import died
+from .work import died
 
 #: tasks handed to the pool ahead, per worker: enough that no worker waits for the parent
 AHEAD_PER_WORKER = 2
 
 #: what a task imports, imported once by the fork server rather than by every worker (numpy alone is
 #: ~130 ms of CPU a process)
-PRELOAD = ["tdbfs.check_work", "tdbfs.store.open_array", "numpy", "tdbfs.store.array_store", "tdbfs.store.fragment",
+PRELOAD = ["tdbfs.check.work", "tdbfs.store.open_array", "numpy", "tdbfs.store.array_store", "tdbfs.store.fragment",
            "tdbfs.store.findings", "tdbfs.format.schema", "tdbfs.format.reversers.compressors"]
 
 
@@ -38,7 +38,7 @@ def _context():
 
 
 class ProcessPool:
-    """An executor of check_work tasks: `run(fn, spec, tasks)` yields each task's TaskResult as it is done.
+    """An executor of check tasks (work.py): `run(fn, spec, tasks)` yields each task's TaskResult as it is done.
     The workers (and their stores) last until `close()`, so the members of a group share them."""
 
     def __init__(self, jobs: int):

@@ -1,5 +1,5 @@
 """The unit of work of `tdbfs check`: one fragment, or one field's stream over a range of tiles, checked
-in any process (a local pool, check_pool.py; a Dask worker, cli/check_dask.py) that opens the array itself.
+in any process (a local pool, pool.py; a Dask worker, dask_executor.py) that opens the array itself.
 
 The contract between check.py and every executor (keep it stable):
 
@@ -29,9 +29,9 @@ import posixpath
 import uuid
 from dataclasses import dataclass
 
-from .problem import Problem
-from .store.fragment_interface import streams
-from .store.prefetch import SHARE_OF_CACHE, prefetch_tiles
+from ..problem import Problem
+from ..store.fragment_interface import streams
+from ..store.prefetch import SHARE_OF_CACHE, prefetch_tiles
 
 WHOLE, HEAD, TILES = "whole", "head", "tiles"
 
@@ -55,8 +55,8 @@ class StoreSpec:
     run: str = ""
 
     def open(self):
-        from .format.reversers.keys import EncryptionKey, key_from_environment
-        from .store.open_array import open_location
+        from ..format.reversers.keys import EncryptionKey, key_from_environment
+        from ..store.open_array import open_location
         key = EncryptionKey(self.key) if self.key else key_from_environment()
         return open_location(self.location, self.cache_mb << 20, key, self.remote)
 

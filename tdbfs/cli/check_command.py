@@ -13,7 +13,7 @@ def cmd_check(args) -> int:
     import json
     import logging
 
-    from ..check import check_array
+    from ..check.check import check_array
 
     from .remote_options import browse_settings, location
 
@@ -35,7 +35,7 @@ def cmd_check(args) -> int:
         with contextlib.ExitStack() as stack:
             executor = spec = None
             if args.dask or jobs > 1:
-                from ..check_work import MIN_WORKER_CACHE_MB, StoreSpec, new_run
+                from ..check.work import MIN_WORKER_CACHE_MB, StoreSpec, new_run
 
                 executor = stack.enter_context(_executor(args.dask, jobs))
                 spec = StoreSpec(location(args.array), max(MIN_WORKER_CACHE_MB, args.cache_mb // jobs), remote,
@@ -80,9 +80,9 @@ def _default_jobs(store) -> int:
 
 def _executor(dask: str | None, jobs: int):
     if dask:
-        from .check_dask import DaskExecutor
+        from ..check.dask_executor import DaskExecutor
         return DaskExecutor(dask)
-    from ..check_pool import ProcessPool
+    from ..check.pool import ProcessPool
     return ProcessPool(jobs)
 
 

@@ -24,7 +24,7 @@ def main(argv=None, *, entry: bool = False) -> int:
     for key, value in BLAS_ENV.items():
         os.environ.setdefault(key, value)
     if is_helper_call(argv):  # `tdbfs SOURCE MNT -o OPTS`, as mount.fuse3 runs it for fuse.tdbfs
-        from . import fstab
+        from ..mount import fstab
         return fstab.main(argv)
     parser = build_parser()
     try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from .common import CliError, load_key, open_store
+from ..cli.common import CliError, load_key, open_store
 from .daemon import read_key_fd, run_daemon, spawn_daemon
 from .mountpoints import check_mountpoint, mount_fstype, unmount
-from .remote_options import fuse_items, location, read_secrets, remote_items, settings
+from ..cli.remote_options import fuse_items, location, read_secrets, remote_items, settings
 
 
 def cmd_mount(args) -> int:
@@ -16,8 +16,8 @@ def cmd_mount(args) -> int:
     array = location(args.array)
     mnt = os.path.abspath(args.mountpoint)
     if args.foreground:
-        from .. import fuse_ops
-        from ..fuse_setup import default_fsname
+        from . import fuse_ops
+        from .fuse_setup import default_fsname
         # before numpy or the store start threads that would otherwise take the signal
         fuse_ops.catch_stop_signals()
         key = read_key_fd(args.key_fd) if args.key_fd is not None else None
@@ -64,7 +64,7 @@ def cmd_mount(args) -> int:
     key = load_key(args.key_file)
 
     def check():
-        from ..fuse_setup import setup_problem
+        from .fuse_setup import setup_problem
 
         fuse_options(args)
         if remote_items(args.options):
@@ -83,9 +83,9 @@ def cmd_mount(args) -> int:
 
 def list_fragments(array: str, fd: int) -> None:
     """The fragment folders of the local `array`, listed into the memfd `fd` for the daemon: it takes
-    them on its first `ls fragments/` (store/prelisted.py). Whatever cannot be listed is left to it."""
+    them on its first `ls fragments/` (mount/prelisted.py). Whatever cannot be listed is left to it."""
     from ..store.fragment_listing import LISTED_FOLDERS
-    from ..store.prelisted import write_listings
+    from .prelisted import write_listings
     from ..store.storage import open_storage
 
     try:
@@ -98,7 +98,7 @@ def take_listings(store, fd: int) -> None:
     from ..store.array_store import ArrayStore
     from ..store.base_store import MTIME_TICK_NS
     from ..store.fragment_listing import LISTED_FOLDERS
-    from ..store.prelisted import Prelisted
+    from .prelisted import Prelisted
 
     if type(store) is ArrayStore:
         store.prelisted = Prelisted(fd, LISTED_FOLDERS, MTIME_TICK_NS)
@@ -111,7 +111,7 @@ def option_keys(option_strings) -> set:
 
 
 def fuse_options(args):
-    from ..fuse_setup import FuseOptions
+    from .fuse_setup import FuseOptions
     try:
         return FuseOptions.parse(fuse_items(args.options), debug=False)
     except ValueError as exc:

@@ -14,7 +14,7 @@ import time
 
 from .. import __version__
 from . import daemon_start
-from .common import BLAS_ENV, PROG, CliError
+from ..cli.common import BLAS_ENV, PROG, CliError
 from .mountpoints import mount_fstype, unmount
 
 
@@ -29,7 +29,7 @@ MALLOC_TUNING = {
 
 
 MOUNT_WAIT_S = 10.0
-#: how long a mount waits for the folder listings it takes for its daemon (store/prelisted.py):
+#: how long a mount waits for the folder listings it takes for its daemon (mount/prelisted.py):
 #: 100,000 local fragments take about 0.15 s, as long as the daemon's start-up; a slower folder is
 #: left to the daemon rather than hold up the mount
 LISTING_WAIT_S = 1.0
@@ -101,8 +101,8 @@ def run_daemon(args, store, mnt: str, options) -> int:
     """The daemon itself: serve until unmounted."""
     import logging
 
-    from .. import fuse_ops
-    from ..fuse_setup import access_mask
+    from . import fuse_ops
+    from .fuse_setup import access_mask
     from ..views.tree import build_root
 
     malloc = tune_malloc()   # before the first tile is decoded
@@ -157,8 +157,8 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
     `key` (an EncryptionKey) reaches the daemon through a pipe it reads once (--key-fd).
     `listing(fd)`, run on a thread while the daemon starts, writes the folder listings it takes into
     the memfd `fd`, which the daemon reads on its first listing of them (--listing-fd;
-    store/prelisted.py); it is waited for LISTING_WAIT_S at most."""
-    from .remote_options import fuse_items, remote_items, write_secrets
+    mount/prelisted.py); it is waited for LISTING_WAIT_S at most."""
+    from ..cli.remote_options import fuse_items, remote_items, write_secrets
 
     cmd = ["mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
     # the options that carry secrets go through a pipe: argv stays in /proc, readable by all (ps)

@@ -124,7 +124,7 @@ def _run_child(argv: list[str], stderr_fd: int, pass_fds: tuple) -> None:
         for fd in sorted(set(pass_fds)) + [os.sysconf("SC_OPEN_MAX")]:
             os.closerange(low, fd)   # the pipe's ends and everything else the parent had open
             low = fd + 1
-        from .main import main
+        from ..cli.main import main
         code = main(argv)
     except BaseException:  # noqa: BLE001 - main reports its own errors; anything else ends here, not in the parent
         try:

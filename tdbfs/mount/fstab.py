@@ -110,8 +110,8 @@ def _split_options(text: str) -> list:
 
 
 def main(argv=None) -> int:
-    from .common import error
-    from .main import main as tdbfs_main
+    from ..cli.common import error
+    from ..cli.main import main as tdbfs_main
 
     argv = sys.argv[1:] if argv is None else list(argv)
     try:

@@ -36,7 +36,7 @@ from typing import Callable, Mapping, Optional
 from .fuse_dirents import BulkFill
 from .fuse_setup import FuseOptions, choose_libfuse, setup_problem, which
 from .joined_names import JoinedNames
-from .views.nodes import DirNode, FileNode, Node, NoSuchPath, NotAFolder, SymlinkNode, ViewError, walk
+from ..views.nodes import DirNode, FileNode, Node, NoSuchPath, NotAFolder, SymlinkNode, ViewError, walk
 
 log = logging.getLogger("tdbfs.fuse")
 

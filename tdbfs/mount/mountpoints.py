@@ -8,7 +8,7 @@ import re
 import stat
 import subprocess
 
-from .common import CliError
+from ..cli.common import CliError
 
 
 def _unescape_mountinfo(field: str) -> str:

@@ -25,7 +25,7 @@ import struct
 import threading
 import time
 
-from ..joined_names import JoinedNames
+from .joined_names import JoinedNames
 
 MAGIC = b"tdbfs-prelisted1"
 _HEAD = struct.Struct("<16sQ")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ..joined_names import JoinedNames
+from ..mount.joined_names import JoinedNames
 from .base_store import BaseStore
 from .metadata_files import META_DIR, MetadataFiles
 from .cache import ByteLRU

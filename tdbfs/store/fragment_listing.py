@@ -7,7 +7,7 @@ its names: the paths and the name -> path index are built on first use, once per
 
 from __future__ import annotations
 
-from ..joined_names import JoinedNames
+from ..mount.joined_names import JoinedNames
 
 FRAGMENTS_DIR = "__fragments"
 #: the folders a listing is made from (the root for the legacy ones)

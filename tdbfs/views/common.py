@@ -6,7 +6,7 @@ import logging
 from collections import OrderedDict
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..joined_names import JoinedNames
+from ..mount.joined_names import JoinedNames
 from .nodes import FOREVER, BytesFile, DynamicDir, Keep, Node, ViewError
 from .render import shown, to_yaml
 

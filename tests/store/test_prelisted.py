@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import tiledb
 
-from tdbfs.fuse_ops import TdbfsOperations
+from tdbfs.mount.fuse_ops import TdbfsOperations
 from tdbfs.store import ArrayStore
 from tdbfs.store.base_store import MTIME_TICK_NS
 from tdbfs.store.fragment_listing import LISTED_FOLDERS, FragmentListing
-from tdbfs.store.prelisted import Prelisted, read_listings, write_listings
+from tdbfs.mount.prelisted import Prelisted, read_listings, write_listings
 from tdbfs.store.storage.local import LocalStorage
 from tdbfs.views.tree import build_root
 

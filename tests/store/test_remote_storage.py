@@ -217,7 +217,7 @@ def test_a_stopped_server_gives_eio_naming_the_url_and_range_within_the_deadline
 
 
 def test_check_reads_each_byte_at_most_once(s3, dense_url, capsys):
-    from tdbfs.check import check_array
+    from tdbfs.check.check import check_array
     from tdbfs.cli.check_command import _progress_bar
 
     storage = open_storage(dense_url)

@@ -58,7 +58,7 @@ class Entry(namedtuple("Entry", "name kind size mtime_ns mode target", defaults=
     symbolic link, where it points (read with readlink, never followed).
 
     A named tuple, not a dataclass: `tdbfs mount` lists the fragments for its daemon with this module
-    (store/prelisted.py), and `dataclasses` with its `inspect` took 13 ms of that listing's start."""
+    (mount/prelisted.py), and `dataclasses` with its `inspect` took 13 ms of that listing's start."""
 
     __slots__ = ()
 
