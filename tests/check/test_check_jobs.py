@@ -28,7 +28,7 @@ from tdbfs.check.work import HEAD, MIN_WORKER_CACHE_MB, TILES, StoreSpec, new_ru
 from tdbfs.cli.common import open_store
 
 CLI = [sys.executable, "-m", "tdbfs", "check"]
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from tdbfs.views.nodes import BytesFile, StaticDir, SymlinkNode, ViewError
 
 from mounting import daemon_pids
 
-ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=ROOT_DIR)
 
 

@@ -19,7 +19,7 @@ import arrays
 import mounting
 from mounting import is_mounted, tdbfs_command, unmount
 
-ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEY = arrays.ENCRYPTION_KEY
 
 
