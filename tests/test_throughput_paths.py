@@ -44,7 +44,7 @@ import tdbfs.store.cache as cache_module
 import tdbfs.store.fragment as fragment_module
 
 from mounting import daemon_pids
-from tdbfs.cli.common import BLAS_ENV
+from tdbfs.frontend.common import BLAS_ENV
 from tdbfs.mount.daemon import MALLOC_TUNING
 from tdbfs.format import zstd_tile
 from tdbfs.format.errors import FormatError

@@ -24,8 +24,8 @@ import warnings
 
 from .. import __version__
 from .work import died, new_run
-from ..cli.common import CliError
-from ..cli.remote_options import is_secret_option
+from ..frontend.common import CliError
+from ..frontend.remote_options import is_secret_option
 
 #: seconds allowed to reach the scheduler and to see a first worker
 CONNECT_TIMEOUT_S = 10.0

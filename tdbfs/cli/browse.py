@@ -7,7 +7,7 @@ import stat
 import sys
 import time
 
-from .common import CliError, error, root_of
+from ..frontend.common import CliError, error, root_of
 
 
 def lookup(root, path: str, follow_last: bool = True):

@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 
-from .common import CliError, load_key, open_store
+from ..frontend.common import CliError, load_key, open_store
 
 
 def cmd_check(args) -> int:
@@ -15,7 +15,7 @@ def cmd_check(args) -> int:
 
     from ..check.check import check_array
 
-    from .remote_options import browse_settings, location
+    from ..frontend.remote_options import browse_settings, location
 
     if args.dask and (args.jobs or 1) > 1:
         raise CliError("--dask and --jobs are exclusive: the cluster's workers do the work", code=2)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from ..cli.common import CliError, load_key, open_store
+from ..frontend.common import CliError, load_key, open_store
 from .daemon import read_key_fd, run_daemon, spawn_daemon
 from .mountpoints import check_mountpoint, mount_fstype, unmount
-from ..cli.remote_options import fuse_items, location, read_secrets, remote_items, settings
+from ..frontend.remote_options import fuse_items, location, read_secrets, remote_items, settings
 
 
 def cmd_mount(args) -> int:

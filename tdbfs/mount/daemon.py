@@ -14,7 +14,7 @@ import time
 
 from .. import __version__
 from . import daemon_start
-from ..cli.common import BLAS_ENV, PROG, CliError
+from ..frontend.common import BLAS_ENV, PROG, CliError
 from .mountpoints import mount_fstype, unmount
 
 
@@ -158,7 +158,7 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
     `listing(fd)`, run on a thread while the daemon starts, writes the folder listings it takes into
     the memfd `fd`, which the daemon reads on its first listing of them (--listing-fd;
     mount/prelisted.py); it is waited for LISTING_WAIT_S at most."""
-    from ..cli.remote_options import fuse_items, remote_items, write_secrets
+    from ..frontend.remote_options import fuse_items, remote_items, write_secrets
 
     cmd = ["mount", "-f", "--spawned", "--cache-mb", str(args.cache_mb)]
     # the options that carry secrets go through a pipe: argv stays in /proc, readable by all (ps)
@@ -196,8 +196,9 @@ def spawn_daemon(args, array: str, mnt: str, check=None, key=None, listing=None)
     try:
         # a fork keeps this process's argv and environment in /proc: not where they hold a secret; and a
         # caller's other threads would leave the child locks that no thread of it will ever release
-        fork = key is None and secrets_fd is None and threading.active_count() == 1
-        proc = daemon_start.start(cmd, pass_fds, fork=fork)
+        run = getattr(args, "main", None)   # the command line's main, which a fork runs (main.py)
+        fork = run is not None and key is None and secrets_fd is None and threading.active_count() == 1
+        proc = daemon_start.start(cmd, pass_fds, fork=fork, run=run)
     finally:
         for fd in pass_fds:
             if fd != listing_fd:

@@ -22,12 +22,13 @@ import sys
 import time
 
 
-def start(argv: list[str], pass_fds: tuple, *, fork: bool):
+def start(argv: list[str], pass_fds: tuple, *, fork: bool, run=None):
     """The daemon process running `tdbfs` with `argv`, keeping the descriptors `pass_fds` open: a
     ForkedDaemon, or a subprocess.Popen of a new interpreter. Both answer poll, wait, terminate and kill,
-    and have the read end of the daemon's stderr as `stderr`."""
+    and have the read end of the daemon's stderr as `stderr`. A fork runs `run(argv)`: the command
+    line's `main`, which the caller hands in (the mount does not import the command line)."""
     if fork:
-        return ForkedDaemon.start(argv, pass_fds)
+        return ForkedDaemon.start(argv, pass_fds, run)
     return subprocess.Popen([sys.executable, "-S", "-m", "tdbfs.cli", *argv], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, cwd="/",
                             env=daemon_env(), close_fds=True, pass_fds=pass_fds)
@@ -59,7 +60,7 @@ class ForkedDaemon:
         self.stderr = os.fdopen(stderr_fd, "rb", buffering=0)
 
     @classmethod
-    def start(cls, argv: list[str], pass_fds: tuple) -> ForkedDaemon:
+    def start(cls, argv: list[str], pass_fds: tuple, run) -> ForkedDaemon:
         # The caller forks only where this is the process's one thread (spawn_daemon), so the child
         # inherits no lock held by another thread. What is buffered for our stdout and stderr is
         # written now, or the child would write it a second time.
@@ -78,7 +79,7 @@ class ForkedDaemon:
         if pid:
             os.close(write_fd)
             return cls(pid, read_fd)
-        _run_child(argv, write_fd, pass_fds)   # never returns
+        _run_child(argv, write_fd, pass_fds, run)   # never returns
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -109,8 +110,8 @@ class ForkedDaemon:
                 pass
 
 
-def _run_child(argv: list[str], stderr_fd: int, pass_fds: tuple) -> None:
-    """The forked daemon: detach as a new interpreter would be, run `main(argv)`, and end the process
+def _run_child(argv: list[str], stderr_fd: int, pass_fds: tuple, run) -> None:
+    """The forked daemon: detach as a new interpreter would be, run `run(argv)`, and end the process
     without returning into the parent's stack (whose callers would go on as the parent)."""
     code = 1
     try:
@@ -124,8 +125,7 @@ def _run_child(argv: list[str], stderr_fd: int, pass_fds: tuple) -> None:
         for fd in sorted(set(pass_fds)) + [os.sysconf("SC_OPEN_MAX")]:
             os.closerange(low, fd)   # the pipe's ends and everything else the parent had open
             low = fd + 1
-        from ..cli.main import main
-        code = main(argv)
+        code = run(argv)
     except BaseException:  # noqa: BLE001 - main reports its own errors; anything else ends here, not in the parent
         try:
             import traceback

@@ -109,9 +109,10 @@ def _split_options(text: str) -> list:
     return items
 
 
-def main(argv=None) -> int:
-    from ..cli.common import error
-    from ..cli.main import main as tdbfs_main
+def main(argv, tdbfs_main) -> int:
+    """mount.fuse.tdbfs with `argv` (None: this process's), run as `tdbfs_main` (the command line's
+    main, handed in by it: the mount does not import the command line)."""
+    from ..frontend.common import error
 
     argv = sys.argv[1:] if argv is None else list(argv)
     try:

@@ -8,7 +8,7 @@ import re
 import stat
 import subprocess
 
-from ..cli.common import CliError
+from ..frontend.common import CliError
 
 
 def _unescape_mountinfo(field: str) -> str:

@@ -29,7 +29,7 @@ from s3_server import ACCESS_KEY, REGION, SECRET_KEY, free_port  # noqa: E402
 from tdbfs.check.check import check_array  # noqa: E402
 from tdbfs.check.dask_executor import DaskExecutor, fingerprint, shippable, versions, worker_facts  # noqa: E402
 from tdbfs.check.work import StoreSpec, plan  # noqa: E402
-from tdbfs.cli.common import open_store  # noqa: E402
+from tdbfs.frontend.common import open_store  # noqa: E402
 from tdbfs.store import ArrayStore  # noqa: E402
 from tdbfs.store.fragment import DATA  # noqa: E402
 from tdbfs.store.storage.remote import RemoteSettings  # noqa: E402

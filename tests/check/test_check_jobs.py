@@ -25,7 +25,7 @@ from tdbfs.check import work as check_work
 from tdbfs.check.check import SPLIT_BYTES, check_array
 from tdbfs.check.pool import ProcessPool
 from tdbfs.check.work import HEAD, MIN_WORKER_CACHE_MB, TILES, StoreSpec, new_run, plan, run_task
-from tdbfs.cli.common import open_store
+from tdbfs.frontend.common import open_store
 
 CLI = [sys.executable, "-m", "tdbfs", "check"]
 HERE = Path(__file__).parent.parent

@@ -22,7 +22,7 @@ from test_check_jobs import _report  # noqa: E402
 from tdbfs.check.check import check_array  # noqa: E402
 from tdbfs.check.pool import ProcessPool  # noqa: E402
 from tdbfs.check.work import MIN_WORKER_CACHE_MB, StoreSpec, new_run  # noqa: E402
-from tdbfs.cli.common import open_store  # noqa: E402
+from tdbfs.frontend.common import open_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tdbfs import __version__, cli
-from tdbfs.cli import common
+from tdbfs.frontend import common
 from tdbfs.mount import daemon, daemon_start
 from tdbfs.mount import command as mount
 from tdbfs.views.nodes import BytesFile, StaticDir, SymlinkNode, ViewError

@@ -23,7 +23,7 @@ HEAVY = ("numpy", "yaml")
 #: list fragments/, render one footer.yaml
 DAEMON_PATH = textwrap.dedent("""
     import json, sys
-    from tdbfs.cli.common import open_store
+    from tdbfs.frontend.common import open_store
     from tdbfs.views.nodes import resolve
     from tdbfs.views.tree import build_root
 
@@ -129,7 +129,7 @@ def test_a_real_mount_serves_ls_and_footer_before_numpy_is_loaded(tmp_path):
 #: every folder of one fragment listed, as `find` walks it: the names, and the modules loaded by then
 DAEMON_WALK = textwrap.dedent("""
     import json, sys
-    from tdbfs.cli.common import open_store
+    from tdbfs.frontend.common import open_store
     from tdbfs.views.nodes import DirNode, resolve
     from tdbfs.views.tree import build_root
 
