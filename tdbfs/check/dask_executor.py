@@ -149,7 +149,7 @@ def versions() -> dict[str, str]:
 
 def worker_facts() -> tuple[dict[str, str], str | None]:
     """(versions(), fingerprint of the key in this worker's environment, or why it is unusable)."""
-    from ..format.reversers.keys import BadKeyError, key_from_environment
+    from ..frontend.keys import BadKeyError, key_from_environment
 
     try:
         key = key_from_environment()

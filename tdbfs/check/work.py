@@ -55,7 +55,8 @@ class StoreSpec:
     run: str = ""
 
     def open(self):
-        from ..format.reversers.keys import EncryptionKey, key_from_environment
+        from ..format.reversers.keys import EncryptionKey
+        from ..frontend.keys import key_from_environment
         from ..store.open_array import open_location
         key = EncryptionKey(self.key) if self.key else key_from_environment()
         return open_location(self.location, self.cache_mb << 20, key, self.remote)

@@ -15,14 +15,16 @@ def cmd_check(args) -> int:
 
     from ..check.check import check_array
 
-    from ..frontend.remote_options import browse_settings, location
+    from ..frontend.remote_options import browse_settings
+    from ..location import Location
 
     if args.dask and (args.jobs or 1) > 1:
         raise CliError("--dask and --jobs are exclusive: the cluster's workers do the work", code=2)
+    location = Location.parse(args.array)
     remote = browse_settings(args)
     try:
         key = load_key(args.key_file)
-        store = open_store(location(args.array), args.cache_mb, key=key, remote=remote)
+        store = open_store(location, args.cache_mb, key=key, remote=remote)
     except CliError as exc:
         raise CliError(str(exc), code=2) from None
     tdbfs_log = logging.getLogger("tdbfs")
@@ -38,7 +40,7 @@ def cmd_check(args) -> int:
                 from ..check.work import MIN_WORKER_CACHE_MB, StoreSpec, new_run
 
                 executor = stack.enter_context(_executor(args.dask, jobs))
-                spec = StoreSpec(location(args.array), max(MIN_WORKER_CACHE_MB, args.cache_mb // jobs), remote,
+                spec = StoreSpec(location.path, max(MIN_WORKER_CACHE_MB, args.cache_mb // jobs), remote,
                                  key.reveal() if key is not None else None, new_run())
             result = check_array(store, progress, executor, spec)
     except OSError as exc:   # the array itself unreadable (permissions, I/O): could not run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..location import Location
 from ..text import shown
 
 
@@ -34,7 +35,7 @@ def error(message: str) -> None:
 
 def load_key(key_file: str | None):
     """The encryption key from --key-file, else from the environment, else None; never from argv."""
-    from ..format.reversers.keys import BadKeyError, key_from_environment, read_key_file
+    from .keys import BadKeyError, key_from_environment, read_key_file
 
     try:
         return read_key_file(key_file) if key_file else key_from_environment()
@@ -42,22 +43,23 @@ def load_key(key_file: str | None):
         raise CliError(str(exc)) from None
 
 
-def open_store(array: str, cache_mb: int, key_file: str | None = None, key=None, remote=None):
-    """The store of `array`, a local path or an object store's URL; `remote` (RemoteSettings) says how to
-    reach a URL (else each SDK's own credential chain)."""
+def open_store(location, cache_mb: int, key_file: str | None = None, key=None, remote=None):
+    """The store of `location` (a Location, or the text of one: a local path or an object store's URL);
+    `remote` (RemoteSettings) says how to reach a URL (else each SDK's own credential chain)."""
     from ..store import NotAnArrayError
     from ..store.open_array import open_array
-    from ..urls import is_url
 
+    location = Location.of(location)
+    array = location.path
     if key is None:
         key = load_key(key_file)
     try:
-        if not is_url(array):  # without importing the object-store backend: a mount's start-up
+        if not location.remote:  # without importing the object-store backend: a mount's start-up
             return open_array(array, cache_bytes=cache_mb << 20, key=key)
         from ..store.open_array import open_location
         from ..store.storage.remote import RemoteOpenError
         try:
-            return open_location(array, cache_mb << 20, key, remote)
+            return open_location(location, cache_mb << 20, key, remote)
         except RemoteOpenError as exc:
             raise CliError(str(exc)) from None
     except FileNotFoundError as exc:
@@ -73,28 +75,15 @@ def message_of(exc: Exception, default: str) -> str:
     return text if text and len(exc.args) == 1 else default
 
 
-def open_root(array: str, cache_mb: int = DEFAULT_CACHE_MB, key_file: str | None = None, remote=None):
+def open_root(location, cache_mb: int = DEFAULT_CACHE_MB, key_file: str | None = None, remote=None):
+    """The view of `location` (a Location, or the text of one)."""
     import logging
 
     from ..views.tree import build_root
-    from .remote_options import location
 
     # ls/cat/tree report a failing view in their own one-line error; without this,
     # Python's last-resort handler would also print the views' log warning.
     tdbfs_log = logging.getLogger("tdbfs")
     if not tdbfs_log.handlers and not logging.getLogger().handlers:
         tdbfs_log.addHandler(logging.NullHandler())
-    return build_root(open_store(location(array), cache_mb, key_file, remote=remote))
-
-
-def root_of(args):
-    from .remote_options import browse_settings
-    from ..urls import is_url
-
-    # keywords only when given, so that open_root(array, cache_mb) stays the whole interface otherwise
-    extra: dict = {"key_file": args.key_file} if args.key_file else {}
-    if is_url(args.array) or getattr(args, "options", None) or getattr(args, "cache_dir", None):
-        extra["remote"] = browse_settings(args)
-    from ..store import digest_pool
-    digest_pool.enable(digest_pool.default_jobs())   # `tdbfs cat ARRAY array.yaml` as the mount renders it
-    return open_root(args.array, args.cache_mb, **extra)
+    return build_root(open_store(Location.of(location), cache_mb, key_file, remote=remote))

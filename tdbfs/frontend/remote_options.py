@@ -15,17 +15,12 @@ import json
 import os
 import re
 
-from ..urls import SCHEMES, is_url
+from ..location import SCHEMES
 from .common import CliError
 
 TIMEOUT_OPTION = "timeout"
 
 _SECRET = re.compile(r"key|secret|token|password|credential|connection_string|sas", re.IGNORECASE)
-
-
-def location(array: str) -> str:
-    """The array as the store opens it: a URL as given, a local path made absolute."""
-    return array if is_url(array) else os.path.abspath(array)
 
 
 def split_option(item: str) -> tuple[str, str, object] | None:

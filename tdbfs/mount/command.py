@@ -7,13 +7,12 @@ import os
 from ..frontend.common import CliError, load_key, open_store
 from .daemon import read_key_fd, run_daemon, spawn_daemon
 from .mountpoints import check_mountpoint, mount_fstype, unmount
-from ..frontend.remote_options import fuse_items, location, read_secrets, remote_items, settings
+from ..frontend.remote_options import fuse_items, read_secrets, remote_items, settings
+from ..location import Location
 
 
 def cmd_mount(args) -> int:
-    from ..urls import is_url
-
-    array = location(args.array)
+    array = Location.parse(args.array)
     mnt = os.path.abspath(args.mountpoint)
     if args.foreground:
         from . import fuse_ops
@@ -24,8 +23,8 @@ def cmd_mount(args) -> int:
         secrets = read_secrets(args.secrets_fd) if args.secrets_fd is not None else []
         options = fuse_options(args)
         if "fsname" not in option_keys(fuse_items(args.options)):
-            options.fsname = array if is_url(array) else default_fsname(array)
-        if options.threads and not is_url(array) and (fuse_ops.libfuse_version() or (0, 0)) >= (3, 12):
+            options.fsname = array.path if array.remote else default_fsname(array.path)
+        if options.threads and not array.remote and (fuse_ops.libfuse_version() or (0, 0)) >= (3, 12):
             # a local array's requests are Python work under one lock (the GIL): more request threads
             # than cores only wait for it (docs/performance.md §2). A remote array's requests wait on the
             # network, and keep libfuse's 10
@@ -33,7 +32,7 @@ def cmd_mount(args) -> int:
         # listings of an object store are trusted as long as the kernel keeps the names found in them;
         # a local array given no backend option never imports the backend (start-up time)
         items = remote_items(args.options) + secrets
-        remote = settings(items, options.lookup_ttl(), args.cache_dir) if items or is_url(array) else None
+        remote = settings(items, options.lookup_ttl(), args.cache_dir) if items or array.remote else None
         store = open_store(array, args.cache_mb, args.key_file, key=key, remote=remote)
         # with direct_io the kernel keeps no page of what it was served: a decoded tile read to its end
         # must stay in the cache for the next reader
@@ -75,13 +74,13 @@ def cmd_mount(args) -> int:
         if problem:
             open_store(array, args.cache_mb, key=key, remote=remote())
             raise CliError(f"FUSE is not available: {problem}")
-    code = spawn_daemon(args, array, mnt, check=check, key=key,
-                        listing=None if is_url(array) else lambda fd: list_fragments(array, fd))
+    code = spawn_daemon(args, array.path, mnt, check=check, key=key,
+                        listing=None if array.remote else lambda fd: list_fragments(array, fd))
     args.nothing_to_tear_down = True   # the daemon serves on its own (main.run)
     return code
 
 
-def list_fragments(array: str, fd: int) -> None:
+def list_fragments(array: Location, fd: int) -> None:
     """The fragment folders of the local `array`, listed into the memfd `fd` for the daemon: it takes
     them on its first `ls fragments/` (mount/prelisted.py). Whatever cannot be listed is left to it."""
     from ..store.fragment_listing import LISTED_FOLDERS

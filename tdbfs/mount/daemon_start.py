@@ -39,7 +39,7 @@ def daemon_env() -> dict:
     pipe), and this interpreter's module path in PYTHONPATH, so the daemon can start with `-S` (no
     site.py: ~12 ms less start-up, most of it the editable install's import hook) and still import
     what we import."""
-    from ..format.reversers.keys import ENV_KEY, ENV_KEY_FILE
+    from ..frontend.keys import ENV_KEY, ENV_KEY_FILE
 
     env = {k: v for k, v in os.environ.items() if k not in (ENV_KEY, ENV_KEY_FILE)}
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above tdbfs/

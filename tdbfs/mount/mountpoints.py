@@ -34,7 +34,8 @@ def mount_fstype(path: str) -> str | None:
     return found
 
 
-def check_mountpoint(mnt: str, array: str) -> None:
+def check_mountpoint(mnt: str, array) -> None:
+    """CliError where `mnt` cannot take the mount of `array` (a Location)."""
     try:
         st = os.stat(mnt)
     except FileNotFoundError:
@@ -59,9 +60,9 @@ def check_mountpoint(mnt: str, array: str) -> None:
             raise CliError(f"mount point {mnt} is not empty")
     except PermissionError:
         raise CliError(f"cannot use mount point {mnt}: permission denied") from None
-    if "://" in array:   # an object store's URL: no local folder to be inside of
+    if array.remote:   # an object store's URL: no local folder to be inside of
         return
-    real_mnt, real_array = os.path.realpath(mnt), os.path.realpath(array)
+    real_mnt, real_array = os.path.realpath(mnt), os.path.realpath(array.path)
     if os.path.commonpath([real_mnt, real_array]) == real_array:
         raise CliError(f"mount point {mnt} must not be inside the array")
 

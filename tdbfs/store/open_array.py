@@ -26,13 +26,15 @@ def open_array(path: str, cache_bytes: int = 512 << 20, key=None):
     return open_object(storage, cache_bytes, key)
 
 
-def open_location(location: str, cache_bytes: int = 512 << 20, key=None, remote=None):
-    """The store of what a local path or an object store's URL holds (see open_object); `remote`
-    (RemoteSettings) says how to reach a URL. open_array's errors, and RemoteOpenError for a URL."""
-    from ..urls import is_url
+def open_location(location, cache_bytes: int = 512 << 20, key=None, remote=None):
+    """The store of what a Location (or the text of one: a local path or an object store's URL) holds
+    (see open_object); `remote` (RemoteSettings) says how to reach a URL. open_array's errors, and
+    RemoteOpenError for a URL."""
+    from ..location import Location
 
-    if not is_url(location):
-        return open_array(location, cache_bytes, key)
+    location = Location.of(location)
+    if not location.remote:
+        return open_array(location.path, cache_bytes, key)
     return open_object(open_storage(location, remote), cache_bytes, key)
 
 

@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
-from ...urls import SCHEMES
+from ...location import SCHEMES
 from . import FOLDER, REGULAR, Entry, NotRegularError, Storage, path_parts
 from .counters import RequestCounters
 from .range_cache import RangeCache
