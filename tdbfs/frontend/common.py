@@ -43,9 +43,10 @@ def load_key(key_file: str | None):
         raise CliError(str(exc)) from None
 
 
-def open_store(location, cache_mb: int, key_file: str | None = None, key=None, remote=None):
+def open_store(location, cache_mb: int, key_file: str | None = None, key=None, remote=None, **settings):
     """The store of `location` (a Location, or the text of one: a local path or an object store's URL);
-    `remote` (RemoteSettings) says how to reach a URL (else each SDK's own credential chain)."""
+    `remote` (RemoteSettings) says how to reach a URL (else each SDK's own credential chain); `settings`
+    the store's own, which it keeps from then on (store.open_object: drop_served, listings)."""
     from ..store import NotAnArrayError
     from ..store.open_array import open_array
 
@@ -55,11 +56,11 @@ def open_store(location, cache_mb: int, key_file: str | None = None, key=None, r
         key = load_key(key_file)
     try:
         if not location.remote:  # without importing the object-store backend: a mount's start-up
-            return open_array(array, cache_bytes=cache_mb << 20, key=key)
+            return open_array(array, cache_bytes=cache_mb << 20, key=key, **settings)
         from ..store.open_array import open_location
         from ..store.storage.remote import RemoteOpenError
         try:
-            return open_location(location, cache_mb << 20, key, remote)
+            return open_location(location, cache_mb << 20, key, remote, **settings)
         except RemoteOpenError as exc:
             raise CliError(str(exc)) from None
     except FileNotFoundError as exc:

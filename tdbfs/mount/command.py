@@ -33,12 +33,13 @@ def cmd_mount(args) -> int:
         # a local array given no backend option never imports the backend (start-up time)
         items = remote_items(args.options) + secrets
         remote = settings(items, options.lookup_ttl(), args.cache_dir) if items or array.remote else None
-        store = open_store(array, args.cache_mb, args.key_file, key=key, remote=remote)
+        listings = prelisted(args.listing_fd) if args.listing_fd is not None else None
         # with direct_io the kernel keeps no page of what it was served: a decoded tile read to its end
         # must stay in the cache for the next reader
-        store.cache.drop_served = options.page_cache()
-        if args.listing_fd is not None:
-            take_listings(store, args.listing_fd)
+        store = open_store(array, args.cache_mb, args.key_file, key=key, remote=remote,
+                           drop_served=options.page_cache(), listings=listings)
+        if listings is not None:
+            leave_listings(store, listings)
         check_mountpoint(mnt, array)  # a spawned daemon too: it starts before its parent has checked
         problem = fuse_ops.fuse_problem()
         if problem:
@@ -93,16 +94,22 @@ def list_fragments(array: Location, fd: int) -> None:
         return
 
 
-def take_listings(store, fd: int) -> None:
-    from ..store.array_store import ArrayStore
+def prelisted(fd: int):
+    """The listings the parent wrote to the memfd `fd` (list_fragments), for the store to take."""
     from ..store.base_store import MTIME_TICK_NS
     from ..store.fragment_listing import LISTED_FOLDERS
     from .prelisted import Prelisted
 
-    if type(store) is ArrayStore:
-        store.prelisted = Prelisted(fd, LISTED_FOLDERS, MTIME_TICK_NS)
-    else:
-        os.close(fd)  # a group, or a TileDB 0.x array, lists for itself
+    return Prelisted(fd, LISTED_FOLDERS, MTIME_TICK_NS)
+
+
+def leave_listings(store, listings) -> None:
+    """Close the listings' memfd where the store did not take them (open_object): a group, or a
+    TileDB 0.x array, lists for itself."""
+    from ..store.array_store import ArrayStore
+
+    if type(store) is not ArrayStore:
+        listings.close()
 
 
 def option_keys(option_strings) -> set:

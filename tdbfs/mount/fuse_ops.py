@@ -35,7 +35,7 @@ from typing import Callable, Mapping, Optional
 
 from .fuse_dirents import BulkFill
 from .fuse_setup import FuseOptions, choose_libfuse, setup_problem, which
-from .joined_names import JoinedNames
+from .joined_names import JoinedNames, encoded_entries
 from ..views.nodes import DirNode, FileNode, Node, NoSuchPath, NotAFolder, SymlinkNode, ViewError, walk
 
 log = logging.getLogger("tdbfs.fuse")
@@ -461,9 +461,9 @@ class TdbfsOperations(_OperationsBase):
         kids = self._children(path if path != "" else "/", node, fresh=True)
         # libfuse passes the file type to the kernel with each name, so `find` and `ls` need no
         # lookup per entry
-        prepared = getattr(kids, "dirents", None)  # a listing that has them without making nodes
+        prepared = getattr(kids, "prepared", None)  # a listing that has them without making nodes
         if prepared is not None:
-            return prepared()
+            return prepared(encoded_entries)
         return ([name.encode("utf-8", "surrogateescape") for name in kids],
                 [child.mode for child in kids.values()])
 

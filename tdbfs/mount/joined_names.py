@@ -89,3 +89,15 @@ class JoinedNames(Sequence):
 
     def __repr__(self) -> str:
         return f"<{self._count} joined names, width {self.width}>"
+
+
+def encoded_entries(listing) -> tuple[Sequence[bytes], int | list[int]]:
+    """(names as libfuse takes them, st_mode of all or of each) of a folder listing that makes no node
+    (views.common.LazyNodes): the names as the store's listings had them (the fragments `tdbfs mount`
+    listed, prelisted.py), else all encoded in one join."""
+    names, mode, encoded = listing.entries()
+    if encoded is None:
+        encoded = JoinedNames.encode(names)  # one encode for all (100,000 commit files)
+    if encoded is None:
+        encoded = [name.encode("utf-8", "surrogateescape") for name in names]
+    return encoded, [mode(name) for name in names] if callable(mode) else mode

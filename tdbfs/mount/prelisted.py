@@ -110,6 +110,14 @@ class Prelisted:
         self._listings: dict | None = None
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        """Close the memfd unread: for a store that lists for itself."""
+        with self._lock:
+            if self._listings is None:
+                self._listings = {}
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+
     def take(self, rel: str, mtime_now) -> JoinedNames | None:
         """The names listed of folder `rel`, encoded (UTF-8, surrogateescape), if `mtime_now()` says it
         is as it was then; else None."""

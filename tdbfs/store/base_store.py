@@ -59,12 +59,14 @@ class BaseStore:
     #: "array" or "workspace" for the TileDB 0.x layout (views and `check` serve each their own way)
     legacy0x_layout: str | None = None
 
-    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, cache: ByteLRU | None = None):
+    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, cache: ByteLRU | None = None,
+                 drop_served: bool = True):
         """`storage` is the folder's Storage, or a location open_storage opens; `cache` is shared with other
-        stores (the arrays of a workspace), else one of `cache_bytes` is made."""
+        stores (the arrays of a workspace), else one of `cache_bytes` is made, which drops a value once
+        served to its end unless `drop_served` is False (ByteLRU)."""
         self.storage = storage if isinstance(storage, Storage) else open_storage(storage)
         self.path = self.storage.uri
-        self.cache = cache if cache is not None else ByteLRU(cache_bytes)
+        self.cache = cache if cache is not None else ByteLRU(cache_bytes, drop_served=drop_served)
         self.problems = ProblemLog()
         self._lock = threading.RLock()
         self._parsed: dict = {}          # (kind, relpath, size, mtime) -> parsed object

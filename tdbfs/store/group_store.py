@@ -64,9 +64,9 @@ class HistoryEntry:
 
 class GroupStore(MetadataFiles, BaseStore):
     def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, cache: ByteLRU | None = None,
-                 key=None, ancestors: tuple[str, ...] = ()):
+                 key=None, ancestors: tuple[str, ...] = (), drop_served: bool = True):
         """`ancestors` are the locations (`location_key`) of the groups shown above this one."""
-        super().__init__(storage, cache_bytes, cache)
+        super().__init__(storage, cache_bytes, cache, drop_served)
         self.key = key
         self.ancestors = ancestors + (location_key(self.storage),)
         self._opened: dict = {}      # shown name -> (what the member was, its store, Cycle or MemberError)

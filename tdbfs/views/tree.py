@@ -70,7 +70,7 @@ def build_root(store: ArrayStore) -> DirNode:
         lambda name: fragment_dir(store, store.fragment_path_of(name) or name),
         mtime=lambda: store.mtime("__fragments"),
         exists=lambda name: store.fragment_path_of(name) is not None, mode=DirNode.mode,
-        keep=FRAGMENT_NODES_KEPT, encoded=store.encoded_fragment_names)
+        keep=FRAGMENT_NODES_KEPT, listed=store.listed_fragment_names)
     labels_dir = KeyedDir(store.label_names, lambda name: _label_array(store, name),
                           mtime=lambda: store.mtime("__labels"))
     return DynamicDir(children, mtime)

@@ -1,4 +1,4 @@
-"""The listings `tdbfs mount` takes while its daemon starts (store/prelisted.py): written and read back
+"""The listings `tdbfs mount` takes while its daemon starts (mount/prelisted.py): written and read back
 as the storage lists them, given out once and only for a folder unchanged since, and ignored whole when
 the parent did not finish writing them."""
 
@@ -134,25 +134,23 @@ def test_the_store_shows_the_listing_it_was_handed_as_its_own(tmp_path):
     _age(path, path / "__fragments")
     own = ArrayStore(str(path)).fragment_names()
     assert len(own) == 3 and own == sorted(os.listdir(path / "__fragments"))
-    store = ArrayStore(str(path))
-    store.prelisted = Prelisted(_memfd(store.storage), LISTED_FOLDERS, MTIME_TICK_NS)
+    store = ArrayStore(str(path), listings=Prelisted(_memfd(LocalStorage(str(path))), LISTED_FOLDERS, MTIME_TICK_NS))
     ops = TdbfsOperations(build_root(store))
     encoded, mode = ops.dirents("/fragments", ops.opendir("/fragments"), 0)
     assert list(encoded) == [n.encode() for n in own] and mode == stat.S_IFDIR | 0o555
     listing = store.fragment_listing()
-    assert store.encoded_fragment_names(listing) is encoded
+    assert store.listed_fragment_names(listing) is encoded
     assert listing._in_folder is None  # `ls fragments/` decoded no name: it needs no str of them
     assert len(listing) == 3 and list(listing) == own
     names = store.fragment_names()
     assert names == own
     assert store.fragment_listing() is listing
-    assert store.encoded_fragment_names(FragmentListing(None, [], listing.encoded)) is None  # not the store's
+    assert store.listed_fragment_names(FragmentListing(None, [], listing.listed)) is None  # not the store's
     assert [u.rsplit("/", 1)[-1] for u in tiledb.array_fragments(str(path)).uri] == names
 
-    store = ArrayStore(str(path))
-    store.prelisted = Prelisted(_memfd(store.storage), LISTED_FOLDERS, MTIME_TICK_NS)
+    store = ArrayStore(str(path), listings=Prelisted(_memfd(LocalStorage(str(path))), LISTED_FOLDERS, MTIME_TICK_NS))
     with tiledb.open(str(path), "w", timestamp=4) as A:
         A[0:10] = {"a": np.zeros(10, dtype=np.int32)}
     names = store.fragment_names()
     assert len(names) == 4 and names == sorted(os.listdir(path / "__fragments"))
-    assert store.encoded_fragment_names(names) is None
+    assert store.listed_fragment_names(names) is None
