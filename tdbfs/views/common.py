@@ -32,6 +32,22 @@ def guarded(render: Callable[[], bytes], problems, file: str, structure: str) ->
     return run
 
 
+def guarded_children(make, frag):
+    """Wrap the maker of a fragment's folder listing: a failure is recorded as the fragment's problem
+    and raised as ViewError (EIO)."""
+    def run():
+        try:
+            return make()
+        except ViewError:
+            raise
+        except FileNotFoundError as exc:
+            raise ViewError(str(exc)) from None
+        except Exception as exc:
+            problem = frag.problems.add_error(exc, frag.rel, "fragment metadata")
+            raise ViewError(problem.message) from None
+    return run
+
+
 def yaml_file(make: Callable[[], object], problems, file: str, structure: str, keep: Keep = FOREVER,
               mtime: float = 0.0) -> BytesFile:
     return BytesFile(guarded(lambda: to_yaml(make()), problems, file, structure), keep, mtime=mtime)
