@@ -86,7 +86,7 @@ def list_fragments(array: Location, fd: int) -> None:
     them on its first `ls fragments/` (mount/prelisted.py). Whatever cannot be listed is left to it."""
     from ..store.fragment_listing import LISTED_FOLDERS
     from .prelisted import write_listings
-    from ..store.storage import open_storage
+    from ..store.storage.opening import open_storage
 
     try:
         write_listings(fd, open_storage(array), LISTED_FOLDERS)  # opened as the daemon opens it

@@ -399,11 +399,21 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     def label_store(self, name: str) -> "ArrayStore":
         """The store of the dimension label `name`; NotAnArrayError when its folder holds no array."""
-        from .open_array import open_tiledb_array
         return open_tiledb_array(self.storage.child(f"{LABELS_DIR}/{name}"), self.cache.capacity, key=self.key)
 
 
 _KNOWN_DIRS = {SCHEMA_DIR, META_DIR, COMMITS_DIR, FRAGMENT_META_DIR, FRAGMENTS_DIR, LABELS_DIR, "__enumerations"}
+
+
+def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None,
+                      drop_served: bool = True, listings=None) -> ArrayStore:
+    """The store of the TileDB array (format 1 to 22) in `storage`; NotAnArrayError when it holds none."""
+    # a __schema that is not a real folder (a symlink) still makes an array: shown, with its problem
+    if not (storage.entry(SCHEMA_DIR) is not None or storage.is_file(LEGACY_SCHEMA)):
+        if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
+            raise NotAnArrayError(f"not a TileDB array: {storage.describe()} is a TileDB group")
+        raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {storage.describe()}")
+    return ArrayStore(storage, cache_bytes, key=key, cache=cache, drop_served=drop_served, listings=listings)
 
 
 def _with_cost(problems: list) -> tuple[list, int]:

@@ -18,7 +18,8 @@ from ..format.generic_tile import GenericTile, read_generic_tile
 from .cache import ByteLRU
 from .fragment_digest import digest_table
 from .problems import Problem, ProblemLog, unique
-from .storage import Entry, Storage, open_storage
+from .storage import Entry, Storage
+from .storage.opening import open_storage
 
 #: Fragment objects kept with their parsed metadata (~12 KiB each, outside the byte bound):
 #: the least recently asked for beyond this are dropped, and parsed again when asked for.

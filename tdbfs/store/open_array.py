@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..format.errors import FormatError
-from .array_store import (FRAGMENT_METADATA_FILE, GROUP_DIR, GROUP_FILE, LEGACY_SCHEMA, SCHEMA_DIR, ArrayStore,
-                          NotAnArrayError)
-from .storage import Storage, open_storage
+from .array_store import (FRAGMENT_METADATA_FILE, GROUP_DIR, GROUP_FILE, LEGACY_SCHEMA, SCHEMA_DIR,
+                          NotAnArrayError, open_tiledb_array)
+from .storage import Storage
+from .storage.opening import open_storage
 
 __all__ = ["open_array", "open_location", "open_object", "open_tiledb_array", "NotAnArrayError"]
 
@@ -63,19 +64,9 @@ def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=
             return workspace
     if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
         from .group_store import GroupStore
-        return GroupStore(storage, cache_bytes, cache=cache, key=key, ancestors=ancestors, drop_served=drop_served)
+        return GroupStore(storage, cache_bytes, cache=cache, key=key, ancestors=ancestors, drop_served=drop_served,
+                          opener=open_object)
     return open_tiledb_array(storage, cache_bytes, key, cache, drop_served, listings)
-
-
-def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None,
-                      drop_served: bool = True, listings=None) -> ArrayStore:
-    """The store of the TileDB array (format 1 to 22) in `storage`; NotAnArrayError when it holds none."""
-    # a __schema that is not a real folder (a symlink) still makes an array: shown, with its problem
-    if not (storage.entry(SCHEMA_DIR) is not None or storage.is_file(LEGACY_SCHEMA)):
-        if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
-            raise NotAnArrayError(f"not a TileDB array: {storage.describe()} is a TileDB group")
-        raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {storage.describe()}")
-    return ArrayStore(storage, cache_bytes, key=key, cache=cache, drop_served=drop_served, listings=listings)
 
 
 def _is_legacy0x_array(storage: Storage) -> bool:

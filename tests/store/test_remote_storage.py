@@ -21,7 +21,8 @@ from s3_server import BUCKET, S3Server  # noqa: E402
 
 from tdbfs.store import fragment as fragment_module  # noqa: E402
 from tdbfs.store.open_array import open_object  # noqa: E402
-from tdbfs.store.storage import FOLDER, REGULAR, NotRegularError, open_storage  # noqa: E402
+from tdbfs.store.storage import FOLDER, REGULAR, NotRegularError  # noqa: E402
+from tdbfs.store.storage.opening import open_storage  # noqa: E402
 from tdbfs.store.storage.remote import RemoteOpenError, RemoteSettings  # noqa: E402
 from tdbfs.store.storage.retry import RemoteIOError  # noqa: E402
 from tdbfs.views.nodes import walk  # noqa: E402

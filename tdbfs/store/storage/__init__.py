@@ -11,12 +11,11 @@ of a data file.
 from __future__ import annotations
 
 import errno
-import os
 import stat
 from abc import ABC, abstractmethod
 from collections import namedtuple
 
-__all__ = ["Entry", "FOLDER", "NotRegularError", "REGULAR", "Storage", "kind_of", "open_storage", "path_parts"]
+__all__ = ["Entry", "FOLDER", "NotRegularError", "REGULAR", "Storage", "kind_of", "path_parts"]
 
 #: the kinds of entries a folder can hold, as shown in views and problems
 REGULAR = "file"
@@ -164,23 +163,3 @@ def path_parts(rel: str) -> list[str]:
     if ".." in parts:
         raise FileNotFoundError(errno.ENOENT, "'..' is never followed out of the array", rel)
     return parts
-
-
-def open_storage(location, settings=None) -> Storage:
-    """The storage of the folder `location`, a local path or an object store's URL (s3://, gs://, gcs://,
-    az://, abfs://; `settings`, a remote.RemoteSettings, says how to reach it, else each SDK's own
-    credential chain and defaults): FileNotFoundError when nothing is there, NotADirectoryError when it is
-    not a folder, remote.RemoteOpenError (one line) when the store cannot be used. A local location may be
-    a symlink: the one the user named is followed."""
-    from ...location import Location
-    location = Location.of(location)
-    if location.remote:
-        from .remote import open_remote
-        return open_remote(location.path, settings)
-    from .local import LocalStorage
-
-    path = location.path
-    st = os.stat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(errno.ENOTDIR, "not a folder", path)
-    return LocalStorage(path)
