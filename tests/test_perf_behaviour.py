@@ -367,7 +367,7 @@ STARTUP = textwrap.dedent("""
         raise AssertionError("a subprocess at start-up: " + repr(a[0] if a else k.get("args")))
     subprocess.Popen = no_subprocess
     from tdbfs import cli  # noqa: F401
-    from tdbfs.mount import fuse_ops, fuse_setup  # noqa: F401 - imported as the daemon imports it
+    from tdbfs.mount import fuse_loop, fuse_ops, fuse_setup  # noqa: F401 - imported as the daemon imports it
     from tdbfs.store import ArrayStore
     from tdbfs.views.nodes import resolve
     from tdbfs.views.tree import build_root

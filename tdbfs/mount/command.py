@@ -15,16 +15,16 @@ def cmd_mount(args) -> int:
     array = Location.parse(args.array)
     mnt = os.path.abspath(args.mountpoint)
     if args.foreground:
-        from . import fuse_ops
+        from . import libfuse, stop_signals
         from .fuse_setup import default_fsname
         # before numpy or the store start threads that would otherwise take the signal
-        fuse_ops.catch_stop_signals()
+        stop_signals.catch_stop_signals()
         key = read_key_fd(args.key_fd) if args.key_fd is not None else None
         secrets = read_secrets(args.secrets_fd) if args.secrets_fd is not None else []
         options = fuse_options(args)
         if "fsname" not in option_keys(fuse_items(args.options)):
             options.fsname = array.path if array.remote else default_fsname(array.path)
-        if options.threads and not array.remote and (fuse_ops.libfuse_version() or (0, 0)) >= (3, 12):
+        if options.threads and not array.remote and (libfuse.libfuse_version() or (0, 0)) >= (3, 12):
             # a local array's requests are Python work under one lock (the GIL): more request threads
             # than cores only wait for it (docs/performance.md §2). A remote array's requests wait on the
             # network, and keep libfuse's 10
@@ -41,7 +41,7 @@ def cmd_mount(args) -> int:
         if listings is not None:
             leave_listings(store, listings)
         check_mountpoint(mnt, array)  # a spawned daemon too: it starts before its parent has checked
-        problem = fuse_ops.fuse_problem()
+        problem = libfuse.fuse_problem()
         if problem:
             raise CliError(f"FUSE is not available: {problem}")
         return run_daemon(args, store, mnt, options)

@@ -101,7 +101,7 @@ def run_daemon(args, store, mnt: str, options) -> int:
     """The daemon itself: serve until unmounted."""
     import logging
 
-    from . import fuse_ops
+    from . import fuse_loop
     from .fuse_setup import access_mask
     from ..views.tree import build_root
 
@@ -141,8 +141,8 @@ def run_daemon(args, store, mnt: str, options) -> int:
     settings = {**malloc, **{k: os.environ.get(k, "not set") for k in BLAS_ENV}}
     log.info("environment: %s", " ".join(f"{k}={v}" for k, v in settings.items()))
     try:
-        signum = fuse_ops.serve(root, mnt, options, on_init=on_init, perm_mask=perm_mask)
-    except fuse_ops.MountError as exc:
+        signum = fuse_loop.serve(root, mnt, options, on_init=on_init, perm_mask=perm_mask)
+    except fuse_loop.MountError as exc:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:
         raise CliError(f"FUSE is not available: {exc}") from None

@@ -1,7 +1,7 @@
 """What a mount settles before libfuse is loaded: which libfuse, whether FUSE can work on this machine,
 and the mount options.
 
-Kept apart from the adapter (`fuse_ops`, which loads libfuse through mfusepy and imports the views) so
+Kept apart from the adapter (`fuse_ops`, which imports the views, and libfuse.py, which loads mfusepy) so
 that `tdbfs mount`, which checks these while its daemon starts, imports neither: at 100,000 fragments
 the listing it takes for the daemon is on the mount's critical path, and those imports were a fifth
 of it (docs/performance.md §5).

@@ -25,7 +25,9 @@ import pytest
 
 from tdbfs.mount import fuse_dirents
 from tdbfs.mount.fuse_dirents import BulkFill, _records
-from tdbfs.mount.fuse_ops import _BULK_MIN, _FILL_CALL_3, _FILLER_3, TdbfsOperations, _fill_dir, mfusepy
+from tdbfs.mount.fuse_ops import TdbfsOperations
+from tdbfs.mount.fuse_readdir import _BULK_MIN, _FILL_CALL_3, _FILLER_3, _fill_dir
+from tdbfs.mount.libfuse import mfusepy
 from tdbfs.store import ArrayStore
 from tdbfs.views.tree import build_root
 

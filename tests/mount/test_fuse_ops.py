@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tdbfs.mount import fuse_ops, fuse_setup
+from tdbfs.mount import fuse_loop, fuse_ops, fuse_setup, libfuse
 from tdbfs.mount.fuse_ops import FuseOSError, TdbfsOperations
 from tdbfs.mount.fuse_setup import FuseOptions
 from tdbfs.views.nodes import FOREVER, BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
@@ -463,12 +463,12 @@ def test_memoryview_read_results_reach_the_c_buffer(ops):
     data = ops.read("/mview.bin", 4, 1, f)
     assert bytes(data) == b"view"
     buf = ctypes.create_string_buffer(8)
-    assert fuse_ops.copy_into(ctypes.cast(buf, ctypes.POINTER(ctypes.c_byte)), data) == 4
+    assert fuse_loop.copy_into(ctypes.cast(buf, ctypes.POINTER(ctypes.c_byte)), data) == 4
     assert buf.raw == b"view\0\0\0\0"
     # a piece of a decoded tile (writable: copied by memmove, the GIL let go) and bytes (under the GIL)
     for piece in (memoryview(bytearray(b"a decoded tile"))[2:9], b"bytes"):
         buf = ctypes.create_string_buffer(10)
-        assert fuse_ops.copy_into(ctypes.cast(buf, ctypes.POINTER(ctypes.c_byte)), piece) == len(piece)
+        assert fuse_loop.copy_into(ctypes.cast(buf, ctypes.POINTER(ctypes.c_byte)), piece) == len(piece)
         assert buf.raw == bytes(piece) + bytes(10 - len(piece))
 
 
@@ -575,9 +575,9 @@ def test_library_choice_prefers_fuse3(monkeypatch):
     monkeypatch.setenv("TDBFS_LIBFUSE", "2")
     major, path = fuse_setup.choose_libfuse()
     assert major == 2 and "libfuse.so.2" in path
-    assert fuse_ops.libfuse_version()[0] == 3  # what this process loaded
+    assert libfuse.libfuse_version()[0] == 3  # what this process loaded
     assert "FUSE_LIBRARY_PATH" not in os.environ  # the import left the environment alone
-    assert fuse_ops.fuse_problem() is None
+    assert libfuse.fuse_problem() is None
 
 
 # =========================================================================== real mounts
@@ -587,7 +587,7 @@ SERVE = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     import test_fuse_ops as t
-    from tdbfs.mount.fuse_ops import serve
+    from tdbfs.mount.fuse_loop import serve
     from tdbfs.mount.fuse_setup import FuseOptions
     root = t.{make}({backing!r}, many={many})
     serve(root, {mnt!r}, FuseOptions.parse({opts!r}), on_init=lambda: print("READY", file=sys.stderr, flush=True),
