@@ -25,7 +25,7 @@ from tdbfs.mount.fuse_setup import FuseOptions
 from tdbfs.views.nodes import FOREVER, BytesFile, DirNode, DynamicDir, FileNode, StaticDir, SymlinkNode, ViewError
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 HELLO = b"hello world\nsecond line\n"
 TEXT = b"".join(b"line %05d %s\n" % (i, b"needle" if i % 100 == 7 else b"hay") for i in range(5000))
