@@ -170,7 +170,7 @@ def _daemon_pid(mnt: str) -> int:
                 args = f.read().split(b"\0")
         except OSError:
             continue
-        # a fork of `tdbfs mount ... MNT` (its argv), or `tdbfs.cli mount -f --spawned ... MNT` (cli/daemon_start.py)
+        # a fork of `tdbfs mount ... MNT` (its argv), or `tdbfs.cli mount -f --spawned ... MNT` (mount/daemon_start.py)
         ours = mnt.encode() in args and b"tdbfs.cli" in args and b"mount" in args
         if ours and (b"--spawned" in args or b"-f" not in args):
             return int(p)

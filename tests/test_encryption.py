@@ -20,8 +20,8 @@ import reference
 from arrays import ENCRYPTION_KEY, encryption_ctx
 from mounting import tdbfs_command
 from test_tiles_match_tiledb import _check_fragment, _read
-from tdbfs.format.reversers.encryption import (BAD_TAG_MESSAGE, NO_KEY_MESSAGE, BadKeyError,
-                                               key_from_environment, parse_key)
+from tdbfs.format.reversers.encryption import BAD_TAG_MESSAGE, NO_KEY_MESSAGE, BadKeyError, parse_key
+from tdbfs.frontend.keys import key_from_environment
 from tdbfs.store import ArrayStore
 from tdbfs.views.nodes import DirNode, ViewError, resolve
 from tdbfs.views.tree import build_root

@@ -178,7 +178,7 @@ def test_unmount_stops_the_background_check(tmp_path):
 
 def test_the_library_says_how_far_its_list_goes(tmp_path):
     """No background thread: array.yaml says nothing is checked, until `check` has run in the same store."""
-    from tdbfs.check import check_array
+    from tdbfs.check.check import check_array
     from tdbfs.store.open_array import open_location
     from tdbfs.views.nodes import resolve
     from tdbfs.views.tree import build_root
@@ -234,7 +234,7 @@ def test_a_fresh_mount_of_a_group_checks_every_member(tmp_path):
 def test_the_background_check_waits_while_a_request_is_in_flight(tmp_path, monkeypatch):
     """In one process, without FUSE: while a request is in flight (and with no patience left to it), no unit
     runs; once it ends the check runs to its end, and stop() ends the thread."""
-    import tdbfs.background_check as bc
+    import tdbfs.check.background as bc
     from tdbfs.store.open_array import open_location
 
     monkeypatch.setattr(bc, "PATIENCE_S", 3600.0)

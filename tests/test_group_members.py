@@ -30,7 +30,7 @@ import yaml
 import corpus
 import groups
 from mounting import tdbfs_command
-from tdbfs.check import check_array
+from tdbfs.check.check import check_array
 from tdbfs.store import ArrayStore
 from tdbfs.store.group_store import GroupStore, MemberError
 from tdbfs.store.open_array import open_array
@@ -276,7 +276,7 @@ def test_members_outside_the_group_keep_their_own_folders_permissions_under_allo
 def test_each_members_tree_carries_its_own_folders_bits_without_fuse(public_base):
     """The permission mirror's layers without a mount: the store gives each member's bits, the views
     make them a mask per path, and the FUSE adapter shows and checks them."""
-    from tdbfs.fuse_ops import TdbfsOperations
+    from tdbfs.mount.fuse_ops import TdbfsOperations
     from tdbfs.store.storage.local import access_mask
     from tdbfs.views.group_views import access_masks
     from tdbfs.views.tree import build_root

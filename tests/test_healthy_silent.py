@@ -23,7 +23,7 @@ import yaml
 
 import healthy
 from mounting import mounted, tdbfs_command
-from tdbfs.cli.common import open_store
+from tdbfs.frontend.common import open_store
 from tdbfs.cli.main import main as tdbfs_main
 from tdbfs.format.reversers.keys import key_from_environment
 from tdbfs.views.nodes import DirNode, SymlinkNode, ViewError

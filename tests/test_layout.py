@@ -29,7 +29,7 @@ from arrays import ENCRYPTION_KEY
 from test_many_fragments import CountingStorage
 from tdbfs.format.reversers.encryption import parse_key
 from tdbfs.store import ArrayStore
-from tdbfs.store import byte_map
+from tdbfs.store import array_file_map, byte_map
 from tdbfs.store.byte_map import ByteRange, cover
 from tdbfs.views.nodes import resolve
 from tdbfs.views.tree import build_root
@@ -603,7 +603,7 @@ def test_damaged_array_files(sample_array, tmp_path):
     schema = store.schema_files()[0]
     dele = next(r for r in store.commit_files() if r.endswith(".del"))
     ign = next(r for r in store.commit_files() if r.endswith(".ign"))
-    good = {rel: byte_map.array_file_map(ArrayStore(str(built.path)), rel) for rel in (schema, dele, ign)}
+    good = {rel: array_file_map.array_file_map(ArrayStore(str(built.path)), rel) for rel in (schema, dele, ign)}
 
     # schema: chunk 0 says it holds far more bytes than the tile has
     data = bytearray((path / schema).read_bytes())
@@ -619,7 +619,7 @@ def test_damaged_array_files(sample_array, tmp_path):
     (path / ign).write_bytes(lines[0] + b"\n\xff\xfe bad\n" + b"\n".join(lines[1:]))
 
     store = ArrayStore(str(path))
-    m = byte_map.array_file_map(store, schema)
+    m = array_file_map.array_file_map(store, schema)
     bad = _single(m.ranges)
     assert (bad.start, bad.end) == (chunk, m.size)
     at = int(re.search(r"at byte (\d+)", bad.detail).group(1))
@@ -628,7 +628,7 @@ def test_damaged_array_files(sample_array, tmp_path):
         [(r.start, r.end, r.structure) for r in good[schema].ranges if r.end <= chunk]
     assert "not decoded" in m.ranges[8].detail
 
-    m = byte_map.array_file_map(store, dele)
+    m = array_file_map.array_file_map(store, dele)
     bad = _single(m.ranges)
     # a header that does not decode keeps its fixed fields; the rest of the file is undecodable,
     # the reason naming persisted_size's offset
@@ -638,7 +638,7 @@ def test_damaged_array_files(sample_array, tmp_path):
         "version", "persisted_size", "tile_size", "datatype", "cell_size", "encryption_type",
         "filter_pipeline_size")]
 
-    m = byte_map.array_file_map(store, ign)
+    m = array_file_map.array_file_map(store, ign)
     bad = _single(m.ranges)
     assert (bad.start, bad.end) == (len(lines[0]) + 1, len(lines[0]) + 8)
     assert f"not valid UTF-8 at byte {len(lines[0]) + 1}" in bad.detail
@@ -649,7 +649,7 @@ def test_damaged_array_files(sample_array, tmp_path):
     shutil.copytree(built.path, meta)
     with open(meta / schema, "ab") as f:
         f.write(b"JUNK" * 3)
-    m = byte_map.array_file_map(ArrayStore(str(meta)), schema)
+    m = array_file_map.array_file_map(ArrayStore(str(meta)), schema)
     last = _single(m.ranges)
     assert (last.start, last.end, last.structure) == (good[schema].size, good[schema].size + 12, "unclaimed")
     assert list(m.ranges[:-1]) == list(good[schema].ranges)
@@ -670,7 +670,7 @@ def test_corpus_array_file_maps_cover_every_byte(folder, path):
     store = ArrayStore(path)
     for listing in ARRAY_FILE_LISTS:
         for rel in getattr(store, listing)():
-            m = byte_map.array_file_map(store, rel)
+            m = array_file_map.array_file_map(store, rel)
             assert m.size == os.path.getsize(os.path.join(path, rel))
             assert (m.ranges[0].start if m.ranges else 0) == 0 and (m.ranges[-1].end if m.ranges else 0) == m.size
             assert all(a.end == b.start for a, b in zip(m.ranges, m.ranges[1:]))

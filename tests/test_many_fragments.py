@@ -36,8 +36,9 @@ import yaml
 
 import tdbfs.store.base_store as base_store_module
 import tdbfs.views.tree as tree_module
-from tdbfs.fuse_ops import FuseOSError, TdbfsOperations, mfusepy
-from tdbfs.fuse_setup import access_mask
+from tdbfs.mount.fuse_ops import FuseOSError, TdbfsOperations
+from tdbfs.mount.libfuse import mfusepy
+from tdbfs.mount.fuse_setup import access_mask
 from tdbfs.store import ArrayStore
 from tdbfs.store.as_of import LINKS_LISTED
 from tdbfs.store.storage.local import LocalStorage
@@ -218,7 +219,7 @@ def _filler(accept: int, got: list):
     """libfuse's fuse_fill_dir_t as a C callback, keeping (name, file type, offset) of each entry it takes
     and saying "full" once it holds `accept` entries, as libfuse does when its reply buffer is full. It is
     called as the daemon calls libfuse's (untyped on a 64-bit ABI: the offset goes as a C int)."""
-    from tdbfs.fuse_ops import _FILL_CALL_3, _FILLER_3
+    from tdbfs.mount.fuse_readdir import _FILL_CALL_3, _FILLER_3
     taken = []
 
     def fill(buf, name, st_address, off, flags):
@@ -236,7 +237,7 @@ def test_readdir_continues_from_the_offset_libfuse_asks_for(many):
     """Each readdir hands entries to the filler until it says its buffer is full, each with the offset of
     the next; the next readdir continues from that offset, on the listing taken at offset 0 (a fragment
     written meanwhile shows at the next listing), until the listing is served once, in order."""
-    from tdbfs.fuse_ops import _fill_dir
+    from tdbfs.mount.fuse_readdir import _fill_dir
     path, names = many
     ops = TdbfsOperations(build_root(ArrayStore(str(path))))
     fh = ops.opendir("/fragments")
@@ -278,7 +279,7 @@ def test_a_readdirplus_of_a_small_folder_gives_its_subfolders_attributes(many):
     """With READDIRPLUS, a folder that fits in one reply hands each subfolder to libfuse with the
     attributes GETATTR gives (FUSE_FILL_DIR_PLUS) and its files by type alone; fragments/ of 2,000 names,
     which may span replies, hands none (libfuse would count lookups the kernel never saw)."""
-    from tdbfs.fuse_ops import _FILL_CALL_3, _FILLER_3, _NO_FILL_FLAGS, _fill_dir
+    from tdbfs.mount.fuse_readdir import _FILL_CALL_3, _FILLER_3, _NO_FILL_FLAGS, _fill_dir
     path, names = many
     ops = TdbfsOperations(build_root(ArrayStore(str(path))))
 

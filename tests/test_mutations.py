@@ -20,7 +20,7 @@ import tiledb
 
 import arrays
 from mutations import EIO, NAMES, SUMMARIES, SUMMARY_FOLDERS, copy_array, fragment_mutations, time_limit, walk
-from tdbfs.check import check_array
+from tdbfs.check.check import check_array
 from tdbfs.problem import Problem
 from tdbfs.store import ArrayStore
 

@@ -29,7 +29,7 @@ import tdbfs.store.base_store as base_store_module
 import tdbfs.store.fragment as fragment_module
 import tdbfs.views.tree as tree_module
 import tdbfs.views.fragment_views as fragment_views
-from tdbfs.fuse_ops import FuseOSError, TdbfsOperations
+from tdbfs.mount.fuse_ops import FuseOSError, TdbfsOperations
 from tdbfs.store import ArrayStore
 from tdbfs.views.fragment_views import DECODE_AHEAD_TILES
 from tdbfs.views.nodes import resolve
@@ -366,7 +366,8 @@ STARTUP = textwrap.dedent("""
     def no_subprocess(*a, **k):
         raise AssertionError("a subprocess at start-up: " + repr(a[0] if a else k.get("args")))
     subprocess.Popen = no_subprocess
-    from tdbfs import cli, fuse_ops, fuse_setup  # noqa: F401 - imported as the daemon imports it
+    from tdbfs import cli  # noqa: F401
+    from tdbfs.mount import fuse_loop, fuse_ops, fuse_setup  # noqa: F401 - imported as the daemon imports it
     from tdbfs.store import ArrayStore
     from tdbfs.views.nodes import resolve
     from tdbfs.views.tree import build_root

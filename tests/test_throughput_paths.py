@@ -44,12 +44,12 @@ import tdbfs.store.cache as cache_module
 import tdbfs.store.fragment as fragment_module
 
 from mounting import daemon_pids
-from tdbfs.cli.common import BLAS_ENV
-from tdbfs.cli.daemon import MALLOC_TUNING
+from tdbfs.frontend.common import BLAS_ENV
+from tdbfs.mount.daemon import MALLOC_TUNING
 from tdbfs.format import zstd_tile
 from tdbfs.format.errors import FormatError
 from tdbfs.format.tile import parse_chunk_headers, unfilter_tile
-from tdbfs.fuse_setup import choose_libfuse
+from tdbfs.mount.fuse_setup import choose_libfuse
 from tdbfs.store import ArrayStore
 from tdbfs.views.fragment_views import DECODE_AHEAD_MIN
 from tdbfs.views.nodes import resolve
@@ -316,7 +316,7 @@ MALLINFO = textwrap.dedent("""
     libc.free.argtypes = [ctypes.c_void_p]
     tuned = None
     if sys.argv[1] == "tune":
-        from tdbfs.cli.daemon import tune_malloc
+        from tdbfs.mount.daemon import tune_malloc
         tuned = tune_malloc()
     block = libc.malloc(16 << 20)
     held = libc.mallinfo2()
@@ -347,7 +347,7 @@ def test_tune_malloc_keeps_big_blocks_on_the_heap_and_the_heap_untrimmed():
 
 
 def test_read_ahead_kb_is_an_option_of_tdbfs_not_of_libfuse():
-    from tdbfs.fuse_setup import FuseOptions
+    from tdbfs.mount.fuse_setup import FuseOptions
     assert FuseOptions().read_ahead_kb == 1024
     opts = FuseOptions.parse(["read_ahead_kb=0,allow_other"])
     assert opts.read_ahead_kb == 0 and "read_ahead_kb" not in opts.fuse_kwargs()
@@ -643,7 +643,7 @@ def test_a_direct_io_mount_keeps_tiles_it_served(dense_array, mount):
     """With direct_io the kernel keeps no page: a tile read again comes from the daemon's cache, not
     decoded again (the daemon reads none of the data file the second time), even past what is kept of
     tiles served to their end on other mounts (3 tiles of 2 MiB)."""
-    from tdbfs.fuse_setup import FuseOptions
+    from tdbfs.mount.fuse_setup import FuseOptions
     assert FuseOptions.parse(["direct_io"]).page_cache() is False and FuseOptions.parse([]).page_cache() is True
     assert DENSE_TILES * DENSE_TILE * 4 > cache_module.SERVED_KEEP
     path, name, expected = dense_array

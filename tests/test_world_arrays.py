@@ -9,7 +9,7 @@ written before TileDB 2.9, which has only its marker, the objects TileDB finds i
 item is silent: `problems: []` in every array.yaml, fragment.yaml and group.yaml, every file of the tree
 reads, and `tdbfs check` exits 0 with no warning line. For every item TileDB refuses: every file that
 cannot be read is explained by a problem naming the file and offset, and `check` exits 1 saying why.
-Everything is read from private copies, without FUSE (tdbfs.cli.common.open_root and browse.lookup);
+Everything is read from private copies, without FUSE (tdbfs.frontend.common.open_root and browse.lookup);
 the last tests mount three of them for real.
 """
 
@@ -31,7 +31,7 @@ import yaml
 import world_arrays as world
 from mounting import tdbfs_command
 from tdbfs.cli.browse import lookup
-from tdbfs.cli.common import open_root
+from tdbfs.frontend.common import open_root
 from tdbfs.views.nodes import DirNode, FileNode, ViewError
 
 MAX_DEPTH = 8   # groups nest a few levels; a deeper walk would be a cycle

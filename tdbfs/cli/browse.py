@@ -7,7 +7,22 @@ import stat
 import sys
 import time
 
-from .common import CliError, error, root_of
+from ..frontend import common
+from ..frontend.common import CliError, error
+from ..location import Location
+
+
+def root_of(args):
+    from ..frontend.remote_options import browse_settings
+
+    location = Location.parse(args.array)
+    # keywords only when given, so that open_root(location, cache_mb) stays the whole interface otherwise
+    extra: dict = {"key_file": args.key_file} if args.key_file else {}
+    if location.remote or getattr(args, "options", None) or getattr(args, "cache_dir", None):
+        extra["remote"] = browse_settings(args)
+    from ..store import digest_pool
+    digest_pool.enable(digest_pool.default_jobs())   # `tdbfs cat ARRAY array.yaml` as the mount renders it
+    return common.open_root(location, args.cache_mb, **extra)
 
 
 def lookup(root, path: str, follow_last: bool = True):

@@ -6,23 +6,25 @@ import contextlib
 import os
 import sys
 
-from .common import CliError, load_key, open_store
+from ..frontend.common import CliError, load_key, open_store
 
 
 def cmd_check(args) -> int:
     import json
     import logging
 
-    from ..check import check_array
+    from ..check.check import check_array
 
-    from .remote_options import browse_settings, location
+    from ..frontend.remote_options import browse_settings
+    from ..location import Location
 
     if args.dask and (args.jobs or 1) > 1:
         raise CliError("--dask and --jobs are exclusive: the cluster's workers do the work", code=2)
+    location = Location.parse(args.array)
     remote = browse_settings(args)
     try:
         key = load_key(args.key_file)
-        store = open_store(location(args.array), args.cache_mb, key=key, remote=remote)
+        store = open_store(location, args.cache_mb, key=key, remote=remote)
     except CliError as exc:
         raise CliError(str(exc), code=2) from None
     tdbfs_log = logging.getLogger("tdbfs")
@@ -35,10 +37,10 @@ def cmd_check(args) -> int:
         with contextlib.ExitStack() as stack:
             executor = spec = None
             if args.dask or jobs > 1:
-                from ..check_work import MIN_WORKER_CACHE_MB, StoreSpec, new_run
+                from ..check.work import MIN_WORKER_CACHE_MB, StoreSpec, new_run
 
                 executor = stack.enter_context(_executor(args.dask, jobs))
-                spec = StoreSpec(location(args.array), max(MIN_WORKER_CACHE_MB, args.cache_mb // jobs), remote,
+                spec = StoreSpec(location.path, max(MIN_WORKER_CACHE_MB, args.cache_mb // jobs), remote,
                                  key.reveal() if key is not None else None, new_run())
             result = check_array(store, progress, executor, spec)
     except OSError as exc:   # the array itself unreadable (permissions, I/O): could not run
@@ -80,9 +82,9 @@ def _default_jobs(store) -> int:
 
 def _executor(dask: str | None, jobs: int):
     if dask:
-        from .check_dask import DaskExecutor
+        from ..check.dask_executor import DaskExecutor
         return DaskExecutor(dask)
-    from ..check_pool import ProcessPool
+    from ..check.pool import ProcessPool
     return ProcessPool(jobs)
 
 

@@ -6,7 +6,7 @@ import os
 import sys
 
 from ..text import shown
-from .common import BLAS_ENV, CliError, error
+from ..frontend.common import BLAS_ENV, CliError, error
 from .parser import UsageError, build_parser
 
 
@@ -14,6 +14,13 @@ def run() -> None:
     """The `tdbfs` command as a process's entry point (the console script, `python -m tdbfs`): main(),
     then exit with its status."""
     sys.exit(main(entry=True))
+
+
+def fstab_helper() -> int:
+    """The `mount.fuse.tdbfs` console script, which mount.fuse3 runs for an fstab line of type
+    fuse.tdbfs (mount/fstab.py)."""
+    from ..mount import fstab
+    return fstab.main(None, main)
 
 
 def main(argv=None, *, entry: bool = False) -> int:
@@ -24,8 +31,8 @@ def main(argv=None, *, entry: bool = False) -> int:
     for key, value in BLAS_ENV.items():
         os.environ.setdefault(key, value)
     if is_helper_call(argv):  # `tdbfs SOURCE MNT -o OPTS`, as mount.fuse3 runs it for fuse.tdbfs
-        from . import fstab
-        return fstab.main(argv)
+        from ..mount import fstab
+        return fstab.main(argv, main)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -34,6 +41,7 @@ def main(argv=None, *, entry: bool = False) -> int:
         return 2
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
+    args.main = main   # what a background mount's forked daemon runs (mount/daemon_start.py)
     try:
         code = args.func(args)
     except CliError as exc:

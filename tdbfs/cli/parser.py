@@ -8,8 +8,8 @@ import functools
 from .. import __version__
 from .browse import cmd_cat, cmd_ls, cmd_tree
 from .check_command import cmd_check
-from .common import DEFAULT_CACHE_MB, PROG
-from .mount import cmd_mount, cmd_umount
+from ..frontend.common import DEFAULT_CACHE_MB, PROG
+from ..mount.command import cmd_mount, cmd_umount
 
 
 DESCRIPTION = """\

@@ -27,7 +27,7 @@ except ImportError:  # older fsspec
 
 from ..errors import NotFoundError
 from ..store import NotAnArrayError
-from ..urls import SCHEMES
+from ..location import SCHEMES
 
 PROTOCOL = "tdbfs"
 

@@ -19,7 +19,7 @@ def open(location, *, key=None, storage_options: dict | None = None, cache_mb: i
     characters), or None. `storage_options`: keyword arguments of the object store's fsspec filesystem
     (s3fs, gcsfs, adlfs), either flat (`{"endpoint_url": ...}`) or per protocol (`{"s3": {...}}`).
     `cache_mb`: the memory decoded structures and tiles may keep."""
-    from ..urls import is_url
+    from ..location import is_url
 
     where = os.fspath(location)
     if not isinstance(where, str):
@@ -46,7 +46,7 @@ def remote_settings(url: str, storage_options: dict | None):
     """RemoteSettings for `url` from fsspec-style storage options (flat for the URL's protocol, or keyed
     by protocol as fsspec's chained URLs key them)."""
     from ..store.storage.remote import RemoteSettings
-    from ..urls import SCHEMES
+    from ..location import SCHEMES
 
     scheme = url.partition("://")[0].lower()
     options: dict = {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 from ..errors import TdbfsError
-from ..joined_names import JoinedNames
 from .base_store import BaseStore
 from .metadata_files import META_DIR, MetadataFiles
 from .cache import ByteLRU
@@ -39,9 +38,14 @@ class ArrayStore(MetadataFiles, BaseStore):
     SUMMARY_FOLDERS = ("", FRAGMENTS_DIR, COMMITS_DIR, SCHEMA_DIR, ENUMERATIONS_DIR, META_DIR, FRAGMENT_META_DIR,
                        LABELS_DIR)
 
-    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, key=None, cache: ByteLRU | None = None):
-        super().__init__(storage, cache_bytes, cache)
+    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, key=None, cache: ByteLRU | None = None,
+                 drop_served: bool = True, listings=None):
+        """`listings`: folder listings made before this store was (`take(rel, mtime_now)` gives the names
+        of folder `rel` while it is as it was then, else None: a sequence of them, `decoded()` as str),
+        which a front end may hand back as it took them (`listed_fragment_names`); else it lists itself."""
+        super().__init__(storage, cache_bytes, cache, drop_served)
         self.key = key                   # EncryptionKey of an AES-256-GCM array, or None (never shown)
+        self._listings = listings
 
     def encryption_type(self, rel: str | None = None) -> int:
         """encryption_type of the generic tile header of `rel` (default: the latest schema); 0 if unreadable.
@@ -197,8 +201,8 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     def fragment_listing(self) -> FragmentListing:
         """The same, as the listing object itself: the same object while the listing stays as it is
-        (`fragments/` keeps what it prepared from it), and its names encoded for libfuse
-        (`encoded_fragment_names`) without a str of each. Shared: only read it."""
+        (`fragments/` keeps what it prepared from it), and its names as the listings given to this
+        store had them (`listed_fragment_names`) without a str of each. Shared: only read it."""
         return self._fragment_listing()
 
     def _fragment_listing(self) -> FragmentListing:
@@ -211,30 +215,27 @@ class ArrayStore(MetadataFiles, BaseStore):
         legacy = [n for n in root_names if n.startswith("__") and n not in _KNOWN_DIRS and _looks_like_fragment(n)]
         listed = self._prelisted(FRAGMENTS_DIR)
         if listed is not None:
-            return FragmentListing(None, legacy, encoded=listed)
+            return FragmentListing(None, legacy, listed=listed)
         return FragmentListing(self._subdirs(FRAGMENTS_DIR), legacy)
 
-    def encoded_fragment_names(self, listing: FragmentListing) -> JoinedNames | None:
-        """The names of `listing`, which fragment_listing() gave, encoded as libfuse takes them, where
-        it is still the current listing and came with them (prelisted); else None."""
+    def listed_fragment_names(self, listing: FragmentListing):
+        """The names of `listing`, which fragment_listing() gave, as the listings this store was given
+        had them, where it is still the current listing and came from them; else None."""
         with self._lock:
             hit = self._per_listing.get("fragment listing")
         if hit is None or hit[1] is not listing:
             return None
-        return listing.encoded
+        return listing.listed
 
     def uncommitted_fragment_paths(self) -> list[str]:
         return self.per_listing("uncommitted", (FRAGMENTS_DIR, "", COMMITS_DIR), lambda: [
             rel for name, rel in self.fragment_index().items() if name not in self.committed_fragment_names()])
 
-    #: the listings `tdbfs mount` took while this daemon started (prelisted.Prelisted), or None
-    prelisted = None
-
-    def _prelisted(self, rel: str) -> JoinedNames | None:
-        """The subfolders of `rel` (names encoded) as `tdbfs mount` listed them, if unchanged since."""
-        if self.prelisted is None:
+    def _prelisted(self, rel: str):
+        """The subfolders of `rel` as the listings given to this store hold them, if unchanged since."""
+        if self._listings is None:
             return None
-        return self.prelisted.take(rel, lambda: self.storage.stat(rel).mtime_ns)
+        return self._listings.take(rel, lambda: self.storage.stat(rel).mtime_ns)
 
     def _subdirs(self, rel: str) -> list[str]:
         return self.storage.subdirs(rel)
@@ -407,11 +408,21 @@ class ArrayStore(MetadataFiles, BaseStore):
 
     def label_store(self, name: str) -> "ArrayStore":
         """The store of the dimension label `name`; NotAnArrayError when its folder holds no array."""
-        from .open_array import open_tiledb_array
         return open_tiledb_array(self.storage.child(f"{LABELS_DIR}/{name}"), self.cache.capacity, key=self.key)
 
 
 _KNOWN_DIRS = {SCHEMA_DIR, META_DIR, COMMITS_DIR, FRAGMENT_META_DIR, FRAGMENTS_DIR, LABELS_DIR, "__enumerations"}
+
+
+def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None,
+                      drop_served: bool = True, listings=None) -> ArrayStore:
+    """The store of the TileDB array (format 1 to 22) in `storage`; NotAnArrayError when it holds none."""
+    # a __schema that is not a real folder (a symlink) still makes an array: shown, with its problem
+    if not (storage.entry(SCHEMA_DIR) is not None or storage.is_file(LEGACY_SCHEMA)):
+        if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
+            raise NotAnArrayError(f"not a TileDB array: {storage.describe()} is a TileDB group")
+        raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {storage.describe()}")
+    return ArrayStore(storage, cache_bytes, key=key, cache=cache, drop_served=drop_served, listings=listings)
 
 
 def _with_cost(problems: list) -> tuple[list, int]:

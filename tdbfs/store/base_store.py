@@ -19,7 +19,8 @@ from .cache import ByteLRU
 from .checked import Checked
 from .fragment_digest import digest_table
 from .problems import Problem, ProblemLog, unique
-from .storage import Entry, Storage, open_storage
+from .storage import Entry, Storage
+from .storage.opening import open_storage
 
 #: Fragment objects kept with their parsed metadata (~12 KiB each, outside the byte bound):
 #: the least recently asked for beyond this are dropped, and parsed again when asked for.
@@ -60,12 +61,14 @@ class BaseStore:
     #: "array" or "workspace" for the TileDB 0.x layout (views and `check` serve each their own way)
     legacy0x_layout: str | None = None
 
-    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, cache: ByteLRU | None = None):
+    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, cache: ByteLRU | None = None,
+                 drop_served: bool = True):
         """`storage` is the folder's Storage, or a location open_storage opens; `cache` is shared with other
-        stores (the arrays of a workspace), else one of `cache_bytes` is made."""
+        stores (the arrays of a workspace), else one of `cache_bytes` is made, which drops a value once
+        served to its end unless `drop_served` is False (ByteLRU)."""
         self.storage = storage if isinstance(storage, Storage) else open_storage(storage)
         self.path = self.storage.uri
-        self.cache = cache if cache is not None else ByteLRU(cache_bytes)
+        self.cache = cache if cache is not None else ByteLRU(cache_bytes, drop_served=drop_served)
         self.problems = ProblemLog()
         self._lock = threading.RLock()
         self._parsed: dict = {}          # (kind, relpath, size, mtime) -> parsed object

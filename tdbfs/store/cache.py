@@ -40,7 +40,8 @@ class ByteLRU:
     128 KiB pieces is decoded once.
     """
 
-    def __init__(self, capacity: int, group_capacity: dict | None = None, served_keep: int | None = None):
+    def __init__(self, capacity: int, group_capacity: dict | None = None, served_keep: int | None = None,
+                 drop_served: bool = True):
         self.capacity = capacity
         self.served_keep = SERVED_KEEP if served_keep is None else served_keep
         caps = GROUP_CAPACITY if group_capacity is None else group_capacity
@@ -61,7 +62,7 @@ class ByteLRU:
         self._gone: OrderedDict[Hashable, None] = OrderedDict()  # dropped once served, newest last
         #: drop a value once every byte of it has been served (`note_served`); off where served bytes
         #: are not kept by the reader's side (a mount with `-o direct_io`)
-        self.drop_served = True
+        self.drop_served = drop_served
         self._pending: set = set()  # futures of the makes started by make_soon, until done
         self._worker: ThreadPoolExecutor | None = None
         self.hits = 0

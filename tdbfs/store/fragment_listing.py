@@ -7,44 +7,43 @@ its names: the paths and the name -> path index are built on first use, once per
 
 from __future__ import annotations
 
-from ..joined_names import JoinedNames
-
 FRAGMENTS_DIR = "__fragments"
 #: the folders a listing is made from (the root for the legacy ones)
 LISTED_FOLDERS = ("", FRAGMENTS_DIR)
 
 
 class FragmentListing:
-    """`in_folder`: the sorted names of `__fragments/`, or None where `encoded` has them (decoded on
-    first use: `ls fragments/` hands libfuse the encoded names and needs no str of them); `legacy`: the
-    sorted fragment names at the root. Iterated, the names. Shared by every caller of the store while
-    the folders stay unchanged: callers only read it."""
+    """`in_folder`: the sorted names of `__fragments/`, or None where `listed` has them (decoded on
+    first use: `ls fragments/` hands the listing on as it came and needs no str of the names);
+    `legacy`: the sorted fragment names at the root. Iterated, the names. Shared by every caller of the
+    store while the folders stay unchanged: callers only read it."""
 
-    __slots__ = ("_in_folder", "_legacy", "_encoded", "_names", "_paths", "_index")
+    __slots__ = ("_in_folder", "_legacy", "_listed", "_names", "_paths", "_index")
 
-    def __init__(self, in_folder: list[str] | None, legacy: list[str], encoded: JoinedNames | None = None):
+    def __init__(self, in_folder: list[str] | None, legacy: list[str], listed=None):
         self._in_folder = in_folder
         self._legacy = legacy
-        self._encoded = encoded  # in_folder as libfuse takes the names, when the lister had them so
+        # in_folder as the listings the store was given hold it (a sized sequence, `decoded()` as str)
+        self._listed = listed
         self._names = self._paths = self._index = None
 
     def _folder(self) -> list[str]:
         if self._in_folder is None:
             # one decode and one split for them all (100,000 names: 14 ms; a decode per name, 12 ms more)
-            self._in_folder = self._encoded.decoded() if self._encoded else []
+            self._in_folder = self._listed.decoded() if self._listed else []
         return self._in_folder
 
     def __iter__(self):
         return iter(self.names)
 
     def __len__(self) -> int:
-        encoded = self.encoded
-        return len(encoded) if encoded is not None else len(self.names)
+        listed = self.listed
+        return len(listed) if listed is not None else len(self.names)
 
     @property
-    def encoded(self) -> JoinedNames | None:
-        """`names` encoded (UTF-8, surrogateescape), if the listing came so; else None."""
-        return self._encoded if not self._legacy else None
+    def listed(self):
+        """`names` as the store's listings had them, if the listing came from them; else None."""
+        return self._listed if not self._legacy else None
 
     @property
     def names(self) -> list[str]:

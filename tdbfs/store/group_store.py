@@ -30,7 +30,8 @@ from .base_store import BaseStore
 from .cache import ByteLRU
 from .metadata_files import MetadataFiles
 from .problems import WARNING, Problem, unique
-from .storage import NotRegularError, Storage, open_storage
+from .storage import NotRegularError, Storage
+from .storage.opening import open_storage
 
 WITHIN = "group details payload"
 #: object types of tiledb/sm/enums/object_type.h
@@ -88,9 +89,11 @@ class HistoryEntry:
 
 class GroupStore(MetadataFiles, BaseStore):
     def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, cache: ByteLRU | None = None,
-                 key=None, ancestors: tuple[str, ...] = ()):
-        """`ancestors` are the locations (`location_key`) of the groups shown above this one."""
-        super().__init__(storage, cache_bytes, cache)
+                 key=None, ancestors: tuple[str, ...] = (), drop_served: bool = True, *, opener):
+        """`ancestors` are the locations (`location_key`) of the groups shown above this one; `opener`
+        opens a member's storage as the group was (open_array.open_object)."""
+        super().__init__(storage, cache_bytes, cache, drop_served)
+        self._opener = opener
         self.key = key
         self.ancestors = ancestors + (location_key(self.storage),)
         self._opened: dict = {}      # shown name -> (what the member was, its store, Cycle or MemberError)
@@ -312,7 +315,6 @@ class GroupStore(MetadataFiles, BaseStore):
 
     def _open_member(self, member: Member):
         from .array_store import NotAnArrayError
-        from .open_array import open_object
 
         storage = self._member_storage(member)
         where = self.place(member.member).location
@@ -320,7 +322,7 @@ class GroupStore(MetadataFiles, BaseStore):
         if loc in self.ancestors:
             return Cycle(self.ancestors.index(loc), where)
         try:
-            store = open_object(storage, self.cache.capacity, key=self.key, cache=self.cache,
+            store = self._opener(storage, self.cache.capacity, key=self.key, cache=self.cache,
                                 ancestors=self.ancestors)
         except NotAnArrayError as exc:
             raise MemberError(self.member_problem(member, f"{where}: neither a TileDB array nor a group "

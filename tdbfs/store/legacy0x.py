@@ -69,8 +69,9 @@ class Legacy0xWorkspaceStore(BaseStore):
 
     legacy0x_layout = "workspace"
 
-    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, kind: str = "workspace"):
-        super().__init__(storage, cache_bytes)
+    def __init__(self, storage: Storage | str, cache_bytes: int = 512 << 20, kind: str = "workspace",
+                 drop_served: bool = True):
+        super().__init__(storage, cache_bytes, drop_served=drop_served)
         self.kind = kind
         self._arrays: dict = {}
 

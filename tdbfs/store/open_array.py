@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..format.errors import FormatError
 from ..format.generic_tile import HEADER_BASE_SIZE, is_whole_file_tile
-from .array_store import (FRAGMENT_METADATA_FILE, GROUP_DIR, GROUP_FILE, LEGACY_SCHEMA, SCHEMA_DIR, ArrayStore,
-                          NotAnArrayError)
-from .storage import Storage, open_storage
+from .array_store import (FRAGMENT_METADATA_FILE, GROUP_DIR, GROUP_FILE, LEGACY_SCHEMA, SCHEMA_DIR,
+                          NotAnArrayError, open_tiledb_array)
+from .storage import Storage
+from .storage.opening import open_storage
 
 __all__ = ["open_array", "open_location", "open_object", "open_tiledb_array", "NotAnArrayError"]
 
@@ -15,29 +16,32 @@ __all__ = ["open_array", "open_location", "open_object", "open_tiledb_array", "N
 WORKSPACE_MARKER = "__tiledb_workspace.tdb"
 
 
-def open_array(path: str, cache_bytes: int = 512 << 20, key=None):
-    """The store of the array, group (or TileDB 0.x workspace) at `path` (see open_object).
-    FileNotFoundError when nothing is at `path`, NotAnArrayError when it holds neither."""
+def open_array(path: str, cache_bytes: int = 512 << 20, key=None, **settings):
+    """The store of the array, group (or TileDB 0.x workspace) at `path` (see open_object, and its
+    `settings`). FileNotFoundError when nothing is at `path`, NotAnArrayError when it holds neither."""
     try:
         storage = open_storage(path)
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"array not found: {exc.filename}") from None
     except NotADirectoryError as exc:
         raise NotAnArrayError(f"not a TileDB array (not a directory): {exc.filename}") from None
-    return open_object(storage, cache_bytes, key)
+    return open_object(storage, cache_bytes, key, **settings)
 
 
-def open_location(location: str, cache_bytes: int = 512 << 20, key=None, remote=None):
-    """The store of what a local path or an object store's URL holds (see open_object); `remote`
-    (RemoteSettings) says how to reach a URL. open_array's errors, and RemoteOpenError for a URL."""
-    from ..urls import is_url
+def open_location(location, cache_bytes: int = 512 << 20, key=None, remote=None, **settings):
+    """The store of what a Location (or the text of one: a local path or an object store's URL) holds
+    (see open_object); `remote` (RemoteSettings) says how to reach a URL. open_array's errors, and
+    RemoteOpenError for a URL."""
+    from ..location import Location
 
-    if not is_url(location):
-        return open_array(location, cache_bytes, key)
-    return open_object(open_storage(location, remote), cache_bytes, key)
+    location = Location.of(location)
+    if not location.remote:
+        return open_array(location.path, cache_bytes, key, **settings)
+    return open_object(open_storage(location, remote), cache_bytes, key, **settings)
 
 
-def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None, ancestors: tuple = ()):
+def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None, ancestors: tuple = (),
+                drop_served: bool = True, listings=None):
     """The store of what `storage` holds.
 
     A TileDB 0.x array, workspace or group (GenomicsDB) gets a legacy0x store; a TileDB group
@@ -45,30 +49,24 @@ def open_object(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=
     the marker alone being told from a 0.x group's by the layout of the arrays in it,
     whose `ancestors` are the groups shown above it; anything else is opened as a TileDB array of
     format 1 to 22, sharing `cache` when given. NotAnArrayError when it holds none of them. Views
-    and `check` serve whichever store they are given."""
+    and `check` serve whichever store they are given. Set once here, never changed afterwards: a cache
+    made for the store drops what it served unless `drop_served` is False (ByteLRU); `listings` are
+    folder listings made before, which a TileDB array of format 1 to 22 takes (ArrayStore) and any
+    other store leaves to its maker."""
     if storage.is_file(WORKSPACE_MARKER):
         from .legacy0x import Legacy0xWorkspaceStore
-        return Legacy0xWorkspaceStore(storage, cache_bytes, "workspace")
+        return Legacy0xWorkspaceStore(storage, cache_bytes, "workspace", drop_served)
     if _is_legacy0x_array(storage):
         from .legacy0x import Legacy0xArrayStore
-        return Legacy0xArrayStore(storage, cache_bytes)
+        return Legacy0xArrayStore(storage, cache_bytes, drop_served=drop_served)
     if storage.is_file(GROUP_FILE) and not storage.is_dir(GROUP_DIR) and _holds_legacy0x_arrays(storage):
         from .legacy0x import Legacy0xWorkspaceStore
-        return Legacy0xWorkspaceStore(storage, cache_bytes, "group")
+        return Legacy0xWorkspaceStore(storage, cache_bytes, "group", drop_served)
     if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
         from .group_store import GroupStore
-        return GroupStore(storage, cache_bytes, cache=cache, key=key, ancestors=ancestors)
-    return open_tiledb_array(storage, cache_bytes, key, cache)
-
-
-def open_tiledb_array(storage: Storage, cache_bytes: int = 512 << 20, key=None, cache=None) -> ArrayStore:
-    """The store of the TileDB array (format 1 to 22) in `storage`; NotAnArrayError when it holds none."""
-    # a __schema that is not a real folder (a symlink) still makes an array: shown, with its problem
-    if not (storage.entry(SCHEMA_DIR) is not None or storage.is_file(LEGACY_SCHEMA)):
-        if storage.entry(GROUP_FILE) is not None or storage.is_dir(GROUP_DIR):
-            raise NotAnArrayError(f"not a TileDB array: {storage.describe()} is a TileDB group")
-        raise NotAnArrayError(f"not a TileDB array (no __schema/ and no __array_schema.tdb): {storage.describe()}")
-    return ArrayStore(storage, cache_bytes, key=key, cache=cache)
+        return GroupStore(storage, cache_bytes, cache=cache, key=key, ancestors=ancestors, drop_served=drop_served,
+                          opener=open_object)
+    return open_tiledb_array(storage, cache_bytes, key, cache, drop_served, listings)
 
 
 #: arrays of a marker-only group looked at to tell a TileDB 0.x group from a TileDB group (2.x before 2.9)

@@ -18,7 +18,7 @@ def summary_file(store, render, structure: str, checked: bool = False) -> BytesF
             return render()
 
     state = store.summary_state
-    if checked:   # array.yaml: also what has been checked (background_check.py marks it as it goes)
+    if checked:   # array.yaml: also what has been checked (check/background.py marks it as it goes)
         def state():
             now = store.summary_state()
             return None if now is None else (now, store.checked.state())

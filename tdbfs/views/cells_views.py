@@ -19,7 +19,7 @@ from ..format import fragment_metadata as fm
 from ..lazy import np
 from ..store.dense_grid import dense_dtypes, dense_grid
 from ..store.fragment_interface import DATA, VALIDITY, VAR, FragmentLike
-from .common import guarded
+from .common import guarded, guarded_children
 from .nodes import FileNode, StaticDir, with_cost
 from .render import _csv_cell, _numbers_as_text
 
@@ -44,8 +44,6 @@ def cells_children(frag: FragmentLike, key, fixed: bool) -> dict:
     def all_tiles():
         return ConcatFile(render_header, [tile_rows(k) for k in range(frag.tile_count())], t, fixed)
 
-    # the fragment folder's own helper; fragment_views imports this module, so it is imported here
-    from .fragment_views import guarded_children
     return {"cells": StaticDir(guarded_children(tiles, frag), immutable=fixed, mtime=t),
             "cells.csv": LazyFile(lambda: guarded_children(all_tiles, frag)(), t, fixed)}
 

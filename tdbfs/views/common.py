@@ -6,7 +6,6 @@ import logging
 from collections import OrderedDict
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..joined_names import JoinedNames
 from .nodes import FOREVER, BytesFile, DynamicDir, Keep, Node, ViewError
 from .render import shown, to_yaml
 
@@ -33,20 +32,36 @@ def guarded(render: Callable[[], bytes], problems, file: str, structure: str) ->
     return run
 
 
+def guarded_children(make, frag):
+    """Wrap the maker of a fragment's folder listing: a failure is recorded as the fragment's problem
+    and raised as ViewError (EIO)."""
+    def run():
+        try:
+            return make()
+        except ViewError:
+            raise
+        except FileNotFoundError as exc:
+            raise ViewError(str(exc)) from None
+        except Exception as exc:
+            problem = frag.problems.add_error(exc, frag.rel, "fragment metadata")
+            raise ViewError(problem.message) from None
+    return run
+
+
 def yaml_file(make: Callable[[], object], problems, file: str, structure: str, keep: Keep = FOREVER,
               mtime: float = 0.0) -> BytesFile:
     return BytesFile(guarded(lambda: to_yaml(make()), problems, file, structure), keep, mtime=mtime)
 
 
 class LazyNodes(Mapping):
-    """A folder listing whose nodes are made on first access; `dirents()` gives the names encoded for
-    libfuse and their st_mode, without making any node (a FUSE readdir of 100,000
-    fragments or 10,000 commit files). `names` (a list, or a sized iterable of them) may be what the
-    store shares: it is only read."""
+    """A folder listing whose nodes are made on first access; `entries()` gives the names and their
+    st_mode without making any node (a readdir of 100,000 fragments or 10,000 commit files), and
+    `prepared` keeps what a front end makes of them once per listing. `names` (a list, or a sized
+    iterable of them) may be what the store shares: it is only read."""
 
-    def __init__(self, names: Iterable[str], get: Callable[[str], Node], mode, encoded=None):
-        self._names, self._get, self._mode, self._encoded = names, get, mode, encoded
-        self._set = self._dirents = None
+    def __init__(self, names: Iterable[str], get: Callable[[str], Node], mode, listed=None):
+        self._names, self._get, self._mode, self._listed = names, get, mode, listed
+        self._set = self._prepared = None
 
     def _members(self) -> frozenset:
         # built on the first lookup only: `ls` of 100,000 names never asks
@@ -68,18 +83,19 @@ class LazyNodes(Mapping):
     def __len__(self) -> int:
         return len(self._names)
 
-    def dirents(self) -> tuple[Sequence[bytes], int | list[int]]:
-        """(names as libfuse takes them, st_mode of all or of each), made once per listing: a folder
-        listed again while unchanged (`per_listing`) costs no encoding."""
-        if self._dirents is None:
-            encoded = self._encoded(self._names) if self._encoded is not None else None
-            if encoded is None:
-                encoded = JoinedNames.encode(self._names)  # one encode for all (100,000 commit files)
-            if encoded is None:
-                encoded = [name.encode("utf-8", "surrogateescape") for name in self._names]
-            mode = self._mode
-            self._dirents = (encoded, [mode(name) for name in self._names] if callable(mode) else mode)
-        return self._dirents
+    def entries(self):
+        """(names, st_mode of all or a function of the name, the names as the store's listings had them
+        or None), without making any node."""
+        listed = self._listed(self._names) if self._listed is not None else None
+        return self._names, self._mode, listed
+
+    def prepared(self, make: Callable[[LazyNodes], object]):
+        """`make(self)`, made once per listing: a folder listed again while unchanged (`per_listing`)
+        gives the same LazyNodes, and what a front end made of it (the mount: names as libfuse takes
+        them) is not made again."""
+        if self._prepared is None:
+            self._prepared = make(self)
+        return self._prepared
 
 
 class KeyedDir(DynamicDir):
@@ -88,12 +104,12 @@ class KeyedDir(DynamicDir):
     With `exists(name)` (which must agree with `names()`), one entry is found without listing all.
     With `mode`, a listing makes no node, and while `names()` returns the very same object (a listing the
     store keeps: a list, or a sized iterable of the names) the same `LazyNodes` serves, with what it
-    prepared; `encoded(names)` may give those names encoded as libfuse takes them (else None).
+    prepared; `listed(names)` may give those names as the store's listings had them (else None).
     """
 
     def __init__(self, names: Callable[[], Iterable[str]], make: Callable[[str], Node], mtime=None,
                  exists: Callable[[str], bool] | None = None, mode: int | None = None, keep: int | None = None,
-                 encoded: Callable[[Iterable[str]], Sequence[bytes] | None] | None = None,
+                 listed: Callable[[Iterable[str]], Sequence | None] | None = None,
                  gone: Callable[[str], bool] | None = None):
         self._names = names
         self._make_node = make
@@ -103,7 +119,7 @@ class KeyedDir(DynamicDir):
         self._gone = gone
         # st_mode of every entry (or a function of its name): a listing then makes no node
         self._mode = mode
-        self._encoded = encoded
+        self._listed_by_store = listed
         self._listed: LazyNodes | None = None
         self.cheap_child = exists is not None
         super().__init__(self._children, mtime)
@@ -137,7 +153,7 @@ class KeyedDir(DynamicDir):
         if self._mode is not None:
             listed = self._listed
             if listed is None or listed._names is not names:
-                listed = self._listed = LazyNodes(names, self._node, self._mode, self._encoded)
+                listed = self._listed = LazyNodes(names, self._node, self._mode, self._listed_by_store)
             if self._nodes:
                 self._nodes = OrderedDict((n, v) for n, v in self._nodes.items() if n in listed)
             return listed

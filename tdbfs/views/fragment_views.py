@@ -21,7 +21,7 @@ from . import layout_views
 from .cells_views import cells_children
 from .pictures import mbrs_svg_file
 from .stats_views import fragment_stats_file
-from .common import guarded, yaml_file
+from .common import guarded, guarded_children, yaml_file
 from .nodes import (BytesFile, with_cost, kept, DirNode, FileNode, InCache, StaticDir, SymlinkNode, ViewError,
                     WhileState)
 from .render import fixed_cells_text, to_csv, to_yaml, var_cells_text
@@ -56,7 +56,7 @@ def own_views(frag: FragmentLike):
     """The views of what only the fragment's layout has (TileDB 2.x: the footer, R-tree and byte maps;
     0.x: the book-keeping), and how that layout words what both have."""
     if frag.layout == LEGACY0X:
-        from .legacy0x_views import LEGACY0X_VIEWS  # its decoders load only for a 0.x array
+        from .legacy0x_fragment_views import LEGACY0X_VIEWS  # its decoders load only for a 0.x array
         return LEGACY0X_VIEWS
     return TILEDB_VIEWS
 
@@ -85,20 +85,6 @@ def _fragment_children(frag: FragmentLike, token) -> dict:
                            immutable=fixed, mtime=t)
     out.update(own.map_children(frag, key, fixed))
     return out
-
-
-def guarded_children(make, frag: FragmentLike):
-    def run():
-        try:
-            return make()
-        except ViewError:
-            raise
-        except FileNotFoundError as exc:
-            raise ViewError(str(exc)) from None
-        except Exception as exc:
-            problem = frag.problems.add_error(exc, frag.rel, "fragment metadata")
-            raise ViewError(problem.message) from None
-    return run
 
 
 class RawFile(FileNode):
@@ -330,7 +316,8 @@ def _coords_dim_files(frag: FragmentLike, coords, j: int, key, fixed: bool) -> d
                     frag.problems, where, f"tile {k}"),
             InCache(frag.store.cache, ("coords_txt", key, j, k), immutable=fixed), mtime=t)
         out[f"tile_{k}.yaml"] = BytesFile(
-            guarded(lambda k=k: to_yaml(own.coords_dim_record(frag, coords, j, k)), frag.problems, where,
+            guarded(lambda k=k: to_yaml(own.coords_dim_record(frag, coords, j, k, tile_record(frag, coords, k))),
+                    frag.problems, where,
                     f"tile {k}"),
             InCache(frag.store.cache, ("coords_yaml", key, j, k), immutable=fixed), mtime=t)
     return out
@@ -499,8 +486,8 @@ class TileDBViews:
                 "tile_count": frag.tile_count(coords.idx)}
 
     @staticmethod
-    def coords_dim_record(frag: Fragment, coords, j: int, k: int) -> dict:
-        out = tile_record(frag, coords, k)
+    def coords_dim_record(frag: Fragment, coords, j: int, k: int, record: dict) -> dict:
+        out = record
         name = frag.schema().dimensions[j].name
         out.update({"field": name, "stem": coords_dim_stem(name, j),
                     "derived_from": f"{coords.stem}/tile_{k}.bin", "coords_layout": _coords_layout(frag)})

@@ -21,10 +21,11 @@ from .describe.group import describe_changes, describe_group_details
 from .nodes import FOREVER, LIVE, BytesFile, DirNode, DynamicDir, SymlinkNode
 from .readme import README_TEXT
 from .render import to_yaml
-from .tree import build_metadata_dir, build_root, with_byte_maps
+from .array_folders import build_metadata_dir, with_byte_maps
 
 
-def build_group_root(store: GroupStore) -> DirNode:
+def build_group_root(store: GroupStore, build_root) -> DirNode:
+    """The tree of a group; `build_root` (tree.py) builds a member's own."""
     mtime = lambda: store.mtime("")
     readme = BytesFile(lambda: README_TEXT.encode(), FOREVER, mtime=store.mtime(""))
     group_yaml = BytesFile(guarded(lambda: to_yaml(group_summary(store)), store.problems, "", "group summary"),
@@ -32,7 +33,7 @@ def build_group_root(store: GroupStore) -> DirNode:
     details_dir = KeyedDir(*with_byte_maps(
         store, lambda: [posixpath.basename(f) + ".yaml" for f in store.details_files()],
         lambda name: _details_file(store, name), store.details_files), mtime=lambda: store.mtime("__group"))
-    members_dir = KeyedDir(lambda: [m.shown for m in store.members()], lambda name: _member_node(store, name),
+    members_dir = KeyedDir(lambda: [m.shown for m in store.members()], lambda name: _member_node(store, name, build_root),
                            mtime=mtime)
     children = {"README.txt": readme, "group.yaml": group_yaml, "group_details": details_dir,
                 "metadata": build_metadata_dir(store), "members": members_dir}
@@ -79,7 +80,7 @@ def group_summary(store: GroupStore) -> dict:
 
 def _checked(store: GroupStore) -> dict:
     """How far the problems go, here and in the members (store/checked.py)."""
-    from ..store.checked import group_summary
+    from ..store.group_checked import group_summary
     from ..store.group_store import Cycle, MemberError
     members = []
     for member in store.members():
@@ -106,7 +107,7 @@ def _details_file(store: GroupStore, name: str) -> BytesFile:
     return yaml_file(lambda: details_view(store, rel), store.problems, rel, STRUCTURE, mtime=store.mtime(rel))
 
 
-def _member_node(store: GroupStore, shown: str):
+def _member_node(store: GroupStore, shown: str, build_root):
     try:
         target = store.member_store(shown)
     except (MemberError, KeyError):
@@ -115,15 +116,16 @@ def _member_node(store: GroupStore, shown: str):
         # from members/ of the group at depth d up to the group at depth k: members/x/ per level
         ups = (len(store.ancestors) - 1 - target.depth) * 2 + 1
         return SymlinkNode("/".join([".."] * ups))
-    return _MemberDir(store, shown)
+    return _MemberDir(store, shown, build_root)
 
 
 class _MemberDir(DirNode):
     """members/<name>: the member's own tree, built when first listed, again when the member changes."""
 
-    def __init__(self, store: GroupStore, shown: str):
+    def __init__(self, store: GroupStore, shown: str, build_root):
         self._store = store
         self._shown = shown
+        self._build_root = build_root
         self._built = None   # (member store, its root)
 
     def _root(self) -> DirNode:
@@ -131,7 +133,8 @@ class _MemberDir(DirNode):
         if isinstance(target, Cycle):
             raise KeyError(self._shown)   # it became a cycle since listed: the next listing shows the link
         if self._built is None or self._built[0] is not target:
-            root = build_group_root(target) if isinstance(target, GroupStore) else build_root(target)
+            root = (build_group_root(target, self._build_root) if isinstance(target, GroupStore)
+                    else self._build_root(target))
             self._built = (target, root)
         return self._built[1]
 

@@ -9,7 +9,7 @@ import posixpath
 import re
 from typing import Callable
 
-from ..store import byte_map
+from ..store import array_file_map, byte_map
 from ..store.fragment import Fragment
 from .common import KeyedDir, guarded
 from .nodes import BytesFile, DirNode, FileNode, InCache
@@ -126,22 +126,22 @@ def array_file_dirs(store, files: Callable[[], list[str]]) -> dict[str, DirNode]
         return array_file_view(store, rel, "array hex",
                                guarded(lambda: array_hex_text(store, rel), store.problems, rel, "hex view"))
 
-    is_tile = lambda rel: byte_map.array_file_kind(rel) == byte_map.GENERIC
+    is_tile = lambda rel: array_file_map.array_file_kind(rel) == array_file_map.GENERIC
     return {"layout": folder(".csv", lambda rel: True, layout_node), "hex": folder(".txt", is_tile, hex_node)}
 
 
 def array_layout_csv(store, rel: str) -> bytes:
-    m = byte_map.array_file_map(store, rel)
+    m = array_file_map.array_file_map(store, rel)
     return to_csv(["file"] + COLUMNS, ([rel, r.start, r.end, r.length, r.structure, r.detail] for r in m.ranges))
 
 
 def array_hex_text(store, rel: str) -> bytes:
-    m = byte_map.array_file_map(store, rel)
+    m = array_file_map.array_file_map(store, rel)
     try:
         data = store.read_file(rel)
     except OSError:   # the map says why in its one row; the dump shows that row and no byte
         data = b""
-    what = m.regions[0].name if m.regions else byte_map.array_tile_name(rel)
+    what = m.regions[0].name if m.regions else array_file_map.array_tile_name(rel)
     return hex_dump(data, m.ranges, posixpath.basename(rel), what, 0, len(data))
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import posixpath
 
 from ..store import ArrayStore
-from .common import KeyedDir, guarded, yaml_file
-from .nodes import FOREVER, LIVE, PER_OPEN, BytesFile, DirNode, DynamicDir, FileNode, SymlinkNode, ViewError
+from .common import KeyedDir, yaml_file
+from .nodes import FOREVER, PER_OPEN, BytesFile, DirNode, DynamicDir, FileNode, SymlinkNode, ViewError
 from .readme import README_TEXT
 from .render import to_yaml
 from . import array_views
 from .fragment_views import fragment_dir
-from . import layout_views
 from .timeline_views import timeline_file
 from .as_of_views import as_of_dir
 from .stats_views import root_pictures_and_stats
+from .array_folders import _MAP_DIRS, build_metadata_dir, with_byte_maps
 
 #: fragment folder nodes kept with what they rendered (about 60 KiB each after a walk): a walk of
 #: 10,000 fragments keeps the last 64 (the store keeps 256 parsed fragments, which cost less).
@@ -27,7 +27,7 @@ def build_root(store: ArrayStore) -> DirNode:
         return build_legacy0x_root(store)
     if not isinstance(store, ArrayStore):  # a GroupStore, whose module a mount of an array never imports
         from .group_views import build_group_root
-        return build_group_root(store)
+        return build_group_root(store, build_root)
     mtime = lambda: store.mtime("")
 
     def children():
@@ -71,37 +71,10 @@ def build_root(store: ArrayStore) -> DirNode:
         lambda name: fragment_dir(store, store.fragment_path_of(name) or name),
         mtime=lambda: store.mtime("__fragments"),
         exists=lambda name: store.fragment_path_of(name) is not None, gone=store.fragment_gone, mode=DirNode.mode,
-        keep=FRAGMENT_NODES_KEPT, encoded=store.encoded_fragment_names)
+        keep=FRAGMENT_NODES_KEPT, listed=store.listed_fragment_names)
     labels_dir = KeyedDir(store.label_names, lambda name: _label_array(store, name),
                           mtime=lambda: store.mtime("__labels"))
     return DynamicDir(children, mtime)
-
-
-_MAP_DIRS = ("layout", "hex")
-
-
-def build_metadata_dir(store) -> DirNode:
-    """metadata/ of an array or a group: merged.yaml, one YAML per `__meta` file, their byte maps."""
-    return KeyedDir(*with_byte_maps(
-        store, lambda: ["merged.yaml"] + [posixpath.basename(f) + ".yaml" for f in store.metadata_files()],
-        lambda name: _metadata_file(store, name), store.metadata_files), mtime=lambda: store.mtime("__meta"))
-
-
-def with_byte_maps(store, names, make, files):
-    """(names, make) of a folder of array-level files plus its `layout/` and `hex/` byte maps."""
-    maps: dict = {}
-
-    def all_names():
-        return names() + list(_MAP_DIRS)
-
-    def make_node(name):
-        if name in _MAP_DIRS:
-            if not maps:
-                maps.update(layout_views.array_file_dirs(store, files))
-            return maps[name]
-        return make(name)
-
-    return all_names, make_node
 
 
 def _label_array(store: ArrayStore, name: str) -> DirNode:
@@ -159,15 +132,6 @@ def _enumeration_file(store, name):
     rel = store.enumeration_path(name[:-5])
     return yaml_file(lambda: array_views.enumeration_view(store, rel), store.problems,
                      rel, "enumeration", mtime=store.mtime(rel))
-
-
-def _metadata_file(store, name):
-    if name == "merged.yaml":
-        return BytesFile(guarded(lambda: to_yaml(array_views.merged_metadata(store)), store.problems,
-                                "__meta", "array metadata"), LIVE)
-    rel = store.metadata_path(name[:-5])
-    return yaml_file(lambda: array_views.metadata_file_view(store, rel), store.problems,
-                     rel, "array metadata", mtime=store.mtime(rel))
 
 
 def _commit_file(store, name):

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import groups  # noqa: E402
-from tdbfs.check import check_array  # noqa: E402
+from tdbfs.check.check import check_array  # noqa: E402
 from tdbfs.format.array_metadata import MetadataRecord  # noqa: E402
 from tdbfs.store import ArrayStore  # noqa: E402
 from tdbfs.store.open_array import open_array  # noqa: E402

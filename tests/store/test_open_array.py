@@ -71,3 +71,33 @@ def test_a_backcompat_array_of_format_1_is_not_taken_for_0x():
     store = open_array(path)
     assert type(store) is ArrayStore
     assert store.schema_files() == ["__array_schema.tdb"]
+
+
+def test_the_store_takes_its_settings_when_built_and_its_members_share_them(array_factory, tmp_path):
+    """drop_served and the listings made before go to the store as it is built (a mount with
+    -o direct_io keeps what it served); a group's members share its cache, so its policy too."""
+    from tdbfs.store.group_store import GroupStore
+    built = array_factory("sparse", ndim=1, n_fragments=1)
+    assert open_array(str(built.path)).cache.drop_served is True
+    assert open_array(str(built.path), drop_served=False).cache.drop_served is False
+    group = tmp_path / "grp"
+    tiledb.group_create(str(group))
+    with tiledb.Group(str(group), "w") as g:
+        g.add(str(built.path), name="a")
+    store = open_array(str(group), drop_served=False)
+    assert type(store) is GroupStore and store.cache.drop_served is False
+    member = store.member_store("a")
+    assert type(member) is ArrayStore and member.cache is store.cache
+    assert [m.shown for m in store.members()] == ["a"] and len(member.fragment_paths()) == 1
+
+    class Listings:
+        def __init__(self):
+            self.asked = []
+
+        def take(self, rel, mtime_now):
+            self.asked.append(rel)
+            return None   # changed since: the store lists for itself
+
+    listings = Listings()
+    store = open_array(str(built.path), listings=listings)
+    assert len(store.fragment_paths()) == 1 and sorted(listings.asked) == ["", "__fragments"]

@@ -21,7 +21,8 @@ from s3_server import BUCKET, S3Server  # noqa: E402
 
 from tdbfs.store import fragment as fragment_module  # noqa: E402
 from tdbfs.store.open_array import open_object  # noqa: E402
-from tdbfs.store.storage import FOLDER, REGULAR, NotRegularError, open_storage  # noqa: E402
+from tdbfs.store.storage import FOLDER, REGULAR, NotRegularError  # noqa: E402
+from tdbfs.store.storage.opening import open_storage  # noqa: E402
 from tdbfs.store.storage.remote import RemoteOpenError, RemoteSettings  # noqa: E402
 from tdbfs.store.storage.retry import RemoteIOError  # noqa: E402
 from tdbfs.views.nodes import walk  # noqa: E402
@@ -217,7 +218,7 @@ def test_a_stopped_server_gives_eio_naming_the_url_and_range_within_the_deadline
 
 
 def test_check_reads_each_byte_at_most_once(s3, dense_url, capsys):
-    from tdbfs.check import check_array
+    from tdbfs.check.check import check_array
     from tdbfs.cli.check_command import _progress_bar
 
     storage = open_storage(dense_url)

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from tdbfs.store.storage import FOLDER, REGULAR, NotRegularError, Storage, open_storage
+from tdbfs.store.storage import FOLDER, REGULAR, NotRegularError, Storage
+from tdbfs.store.storage.opening import open_storage
 from tdbfs.store.storage.local import LocalStorage
 
 

@@ -17,7 +17,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import legacy0x_arrays as Z  # noqa: E402
-from tdbfs.check import check_array  # noqa: E402
+from tdbfs.check.check import check_array  # noqa: E402
 from tdbfs.store.fragment_interface import DATA  # noqa: E402
 from tdbfs.store.open_array import open_array  # noqa: E402
 from tdbfs.views.fragment_views import fragment_dir  # noqa: E402

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from ..errors import FormatError
 from .common import Stage, StageError, read_u32s
 # the key itself lives in a module without numpy: `tdbfs mount` reads it before it starts the daemon
-from .keys import (ENV_KEY, ENV_KEY_FILE, KEY_BYTES, BadKeyError, EncryptionKey,  # noqa: F401
-                   key_from_environment, parse_key, read_key_file)
+from .keys import KEY_BYTES, BadKeyError, EncryptionKey, parse_key  # noqa: F401
 
 IV_BYTES = 12
 TAG_BYTES = 16

@@ -1,4 +1,5 @@
-"""The AES-256-GCM key of an encrypted array: where it comes from and how it is held.
+"""The AES-256-GCM key of an encrypted array: how its bytes are told and how it is held. Where it comes
+from (a key file, the environment) is the front ends' business: tdbfs/frontend/keys.py.
 
 Kept apart from the decryption (encryption.py) so that reading a key costs no numpy import:
 `tdbfs mount` reads it before it starts the daemon.
@@ -8,16 +9,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 
 from ...errors import TdbfsError
 
 KEY_BYTES = 32
-
-
-#: environment variables the CLI reads the key from (the file path is preferred)
-ENV_KEY_FILE = "TDBFS_KEY_FILE"
-ENV_KEY = "TDBFS_ENCRYPTION_KEY"
 
 
 class BadKeyError(TdbfsError, ValueError):
@@ -81,24 +76,3 @@ def parse_key(raw: bytes, source: str) -> EncryptionKey:
             pass
     raise BadKeyError(f"{source} does not hold an AES-256-GCM key: expected 32 bytes (a 32-character string), "
                     f"64 hex digits or 44 base64 characters, found {len(raw)} bytes")
-
-
-def read_key_file(path: str) -> EncryptionKey:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(4096)
-    except OSError as exc:
-        raise BadKeyError(f"cannot read the key file {path}: {exc.strerror}") from None
-    return parse_key(raw, f"key file {path}")
-
-
-def key_from_environment(environ=None) -> EncryptionKey | None:
-    """The key named by TDBFS_KEY_FILE (a path) or given by TDBFS_ENCRYPTION_KEY, or None."""
-    env = os.environ if environ is None else environ
-    path = env.get(ENV_KEY_FILE)
-    if path:
-        return read_key_file(path)
-    value = env.get(ENV_KEY)
-    if value:
-        return parse_key(value.encode("utf-8"), f"${ENV_KEY}")
-    return None

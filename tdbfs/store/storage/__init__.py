@@ -11,12 +11,11 @@ of a data file.
 from __future__ import annotations
 
 import errno
-import os
 import stat
 from abc import ABC, abstractmethod
 from collections import namedtuple
 
-__all__ = ["Entry", "FOLDER", "NotRegularError", "REGULAR", "Storage", "kind_of", "open_storage", "path_parts"]
+__all__ = ["Entry", "FOLDER", "NotRegularError", "REGULAR", "Storage", "kind_of", "path_parts"]
 
 #: the kinds of entries a folder can hold, as shown in views and problems
 REGULAR = "file"
@@ -58,7 +57,7 @@ class Entry(namedtuple("Entry", "name kind size mtime_ns mode target", defaults=
     symbolic link, where it points (read with readlink, never followed).
 
     A named tuple, not a dataclass: `tdbfs mount` lists the fragments for its daemon with this module
-    (store/prelisted.py), and `dataclasses` with its `inspect` took 13 ms of that listing's start."""
+    (mount/prelisted.py), and `dataclasses` with its `inspect` took 13 ms of that listing's start."""
 
     __slots__ = ()
 
@@ -174,23 +173,3 @@ def path_parts(rel: str) -> list[str]:
     if ".." in parts:
         raise FileNotFoundError(errno.ENOENT, "'..' is never followed out of the array", rel)
     return parts
-
-
-def open_storage(location: str, settings=None) -> Storage:
-    """The storage of the folder `location`, a local path or an object store's URL (s3://, gs://, gcs://,
-    az://, abfs://; `settings`, a remote.RemoteSettings, says how to reach it, else each SDK's own
-    credential chain and defaults): FileNotFoundError when nothing is there, NotADirectoryError when it is
-    not a folder, remote.RemoteOpenError (one line) when the store cannot be used. A local location may be
-    a symlink: the one the user named is followed."""
-    from ...urls import is_url
-    location = os.fspath(location)
-    if is_url(location):
-        from .remote import open_remote
-        return open_remote(location, settings)
-    from .local import LocalStorage
-
-    path = os.path.abspath(location)
-    st = os.stat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(errno.ENOTDIR, "not a folder", path)
-    return LocalStorage(path)

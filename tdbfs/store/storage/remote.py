@@ -29,7 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from ...errors import TdbfsError
-from ...urls import SCHEMES
+from ...location import SCHEMES
 from . import FOLDER, REGULAR, Entry, NotRegularError, Storage, path_parts
 from .counters import RequestCounters
 from .range_cache import RangeCache
