@@ -444,7 +444,9 @@ class TileDBViews:
     def summary_metadata(frag: Fragment) -> dict:
         footer = frag.footer()
         frag.schema()
-        return {"format_version": footer.version,
+        # the version the metadata records replaces the name's (summary_name): a name without `_<v>` only
+        # bounds it (docs/format.md §6.1), and TileDB's FragmentInfo reports the metadata's
+        return {"version": footer.version,
                 "array_schema_name": getattr(footer, "array_schema_name", None) or "__array_schema.tdb"}
 
     @staticmethod
