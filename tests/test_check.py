@@ -38,12 +38,42 @@ def test_arrays_tiledb_writes_are_clean(array_factory, snapshot, kind, options):
     assert snapshot(built.path) == before          # never writes to the array
 
 
-def test_consolidated_not_vacuumed_is_a_warning(array_factory):
-    built = array_factory("consolidated")
+@pytest.mark.parametrize("kind, options", [
+    ("consolidated", {}),                                               # fragments, no vacuum
+    ("consolidated", {"sparse": False}),
+    ("consolidated", {"fragment_meta": True}),                         # footers too, no vacuum
+    ("fragment_meta", {}),                                              # footers only, no vacuum
+    ("commits", {"then_fragments": False}),                             # commits, no vacuum
+    ("metadata", {"consolidate_meta": True}),                           # array metadata, no vacuum
+    ("deletes", {}),                                                    # deletes consolidated, no vacuum
+])
+def test_consolidated_not_vacuumed_is_a_hint_not_a_problem(array_factory, kind, options):
+    """Consolidation without vacuum is a state TileDB means to leave (readers skip what a vacuum file
+    lists): array.yaml and every fragment.yaml show `problems: []`, `tdbfs check` exits 0 with no warning
+    line, and the `not_vacuumed` hint counts the fragments a vacuum would remove."""
+    import yaml
+    from tdbfs.views.nodes import resolve
+    from tdbfs.views.tree import build_root
+    built = array_factory(kind, **options)
     result = _check(built.path)
-    assert result.clean
-    listed = [p for p in result.warnings if p.structure == "vacuum file"]
-    assert len(listed) == 3 and all(p.file.endswith(".vac") and "live fragment" in p.message for p in listed)
+    assert result.clean and result.problems == [], [p.line() for p in result.problems]
+    root = build_root(ArrayStore(str(built.path)))
+
+    def doc(path):
+        node = resolve(root, path)
+        return yaml.safe_load(node.read(0, node.size()))
+
+    summary = doc("array.yaml")
+    assert summary["problems"] == []
+    for name in resolve(root, "fragments").children():
+        assert doc(f"fragments/{name}/fragment.yaml")["problems"] == [], name
+    (hint,) = [h for h in summary["hints"] if h["hint"] == "not_vacuumed"]
+    listed = sum(1 for line in (p.read_text() for p in built.path.glob("__commits/*.vac")) for _ in line.split())
+    assert hint["fragments"] == listed
+    if kind == "consolidated" and not options:
+        assert listed == 3
+        res = subprocess.run(CLI + [str(built.path)], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0 and "warning" not in res.stdout + res.stderr and "clean" in res.stdout
 
 
 def test_checksum_failure_is_a_problem_and_the_bytes_stay_readable(array_factory):

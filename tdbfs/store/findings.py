@@ -124,11 +124,8 @@ def _commit_findings(store, live: set) -> list[Problem]:
                                        f"commits fragment {name[:-4]}, which is not in the array"))
         elif not base.endswith((".vac", ".ign", ".del", ".upd")):
             out.append(Problem(rel, "commit file", None, "unknown kind of commit file: TileDB ignores it", WARNING))
-    for name, vac in store.vacuum_lists().items():
-        if name in live:
-            out.append(Problem(vac, "vacuum file", None, f"lists the live fragment {name}: consolidated but not "
-                                                         "yet vacuumed, TileDB reads the consolidated fragment "
-                                                         "instead", WARNING))
+    # a vacuum file naming fragments still present is the state consolidation leaves until a vacuum: TileDB
+    # means it (readers skip them), so it is the `not_vacuumed` hint of array.yaml, not a problem
     return out
 
 
