@@ -197,3 +197,40 @@ def test_legacy0x_array_decodes_every_tile(tmp_path):
     result = check_array(open_array(path))
     assert result.counts["files"] > 5
     assert result.clean, [p.line() for p in result.problems]
+
+
+def test_lossy_filter_tiles_are_clean_and_swapped_ones_still_found(tmp_path):
+    """TileDB records a tile's min/max before the filters run: FLOAT_SCALE's values come back within half
+    a step (scale / 2) of them, which is no problem; a FLOAT_SCALE whose integers overflow their byte width
+    gives no bound, so nothing is compared. Two tiles swapped are still found, outside that precision."""
+    import numpy as np
+    import tiledb
+    path = str(tmp_path / "lossy")
+    dom = tiledb.Domain(tiledb.Dim("d0", domain=(0, 999), tile=100, dtype=np.int32))
+    attrs = [tiledb.Attr("a0", dtype=np.float64, filters=tiledb.FilterList([tiledb.FloatScaleFilter(0.01, 0.5, 4)])),
+             tiledb.Attr("a1", dtype=np.float32,
+                         filters=tiledb.FilterList([tiledb.FloatScaleFilter(0.25, -1.0, 2), tiledb.ZstdFilter()])),
+             tiledb.Attr("a2", dtype=np.float64, filters=tiledb.FilterList([tiledb.FloatScaleFilter(0.001, 0.0, 1)]))]
+    tiledb.Array.create(path, tiledb.ArraySchema(domain=dom, attrs=attrs, sparse=True, capacity=20))
+    rng = np.random.default_rng(1)
+    with tiledb.open(path, "w") as A:
+        A[np.arange(100, dtype=np.int32)] = {"a0": rng.uniform(-48, 49.6, 100),
+                                             "a1": rng.uniform(-100, 100, 100).astype(np.float32),
+                                             "a2": rng.uniform(-48, 49.6, 100)}
+    result = _check(path)
+    assert result.clean and result.problems == [], [p.line() for p in result.problems]
+    assert result.counts["tiles"] == 20      # 5 tiles of d0, a0, a1 and a2
+    frag = ArrayStore(path).fragments()[0]
+    a0 = frag.field_by_stem("a0")
+    t0, t1 = frag.location(a0, 0, DATA), frag.location(a0, 1, DATA)
+    assert t0.persisted_size == t1.persisted_size
+    with open(os.path.join(path, t0.file), "r+b") as f:
+        first = f.read(t0.persisted_size)
+        f.seek(t1.offset)
+        second = f.read(t1.persisted_size)
+        f.seek(t0.offset)
+        f.write(second + first)
+    result = _check(path)
+    bad = sorted((p.structure, p.offset) for p in result.errors if p.file == t0.file and "values span" in p.message)
+    assert bad == [("tile 0", t0.offset), ("tile 1", t1.offset)], [p.line() for p in result.problems]
+    assert all("lossy filter" in p.message for p in result.errors)

@@ -18,6 +18,7 @@ from ..format.tile import DecodedTile, FilterContext, empty_offsets, unfilter_ti
 from ..lazy import np
 from . import decode_pool
 from .fragment_folder import FragmentFolder
+from .tile_bounds import check_min_max
 from .fragment_interface import DATA, STREAM_SUFFIX, TILEDB, VALIDITY, VAR, TileLocation
 from .problems import Problem, WARNING
 
@@ -520,41 +521,9 @@ class Fragment(FragmentFolder):
         for failure in decoded.checksum_failures:
             self.problems.add(Problem(loc.file, f"tile {k}", loc.offset, failure))
         if stream == DATA:
-            self._check_min_max(field, k, decoded.data, loc)
+            check_min_max(self, field, k, decoded.data, loc)
         # the records of each chunk and stage weigh ~0.6 KiB a chunk (tracemalloc), more than small tiles
         return decoded, len(decoded.data) + len(decoded.offsets or b"") + 768 + 600 * len(decoded.chunks)
-
-    def _check_min_max(self, field, k: int, data, loc: TileLocation) -> None:
-        """A sparse tile whose values fall outside the min/max its fragment metadata records holds another
-        tile's bytes (swapped, or rewritten in place), which no length check can see."""
-        bounds = self._once(("minmax bounds", field.idx), lambda: self._min_max_bounds(field))
-        if bounds is None or k >= len(bounds[0]):
-            return
-        dt = np.dtype(field.datatype.dtype)
-        values = np.frombuffer(memoryview(data)[:len(data) - len(data) % dt.itemsize], dt)  # no copy of the tile
-        if not len(values) or (dt.kind == "f" and np.isnan(values).any()):
-            return
-        lo, hi = values.min(), values.max()
-        if lo != bounds[0][k] or hi != bounds[1][k]:
-            self.problems.add(Problem(loc.file, f"tile {k}", loc.offset,
-                                      f"values span {lo.item()}..{hi.item()} but the fragment metadata records "
-                                      f"{bounds[0][k].item()}..{bounds[1][k].item()} for this tile (tiles swapped "
-                                      "or overwritten?)"))
-
-    def _min_max_bounds(self, field):
-        """(mins, maxes) the metadata holds for a fixed numeric attribute of a sparse fragment, else None.
-        Dense tiles hold fill values outside the written cells, which TileDB leaves out of min/max."""
-        footer = self.footer()
-        g = footer.generic_tile_offsets
-        if (g is None or g.tile_min_offsets is None or footer.dense or field.kind != fm.ATTRIBUTE
-                or field.var_sized or field.nullable or field.cell_val_num != 1 or not field.has_min_max
-                or field.datatype.is_string):
-            return None
-        try:
-            mins, maxes = self.tile_min_max("min", field.idx), self.tile_min_max("max", field.idx)
-        except Exception:  # noqa: BLE001 -- their own problem is recorded by their parse
-            return None
-        return (mins, maxes) if len(mins) == len(maxes) else None
 
     def _embedded_offsets(self, field, k: int):
         """The offsets of tile k of a var-string field whose RLE/DICTIONARY embeds them (§3.4): rebuilt
