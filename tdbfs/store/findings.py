@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from .footer_checks import footer_size_finding
 from .fragment_digest import kept_findings
 from .fragment_interface import DATA, VALIDITY, VAR
 from .storage import FOLDER, REGULAR, NotRegularError
@@ -218,6 +219,9 @@ def data_file_finding(frag, field, stream: str, entry) -> Problem | None:
     if not entry.is_file:
         return None  # said by not_regular
     if declared is not None and declared != entry.size:
+        wrong_field = footer_size_finding(frag, field, stream, declared, entry.size)
+        if wrong_field is not None:
+            return wrong_field
         return Problem(rel, "data file", min(declared, entry.size),
                        f"the footer says {declared} bytes, the file has {entry.size}")
     return None

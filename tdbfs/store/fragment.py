@@ -11,6 +11,7 @@ from dataclasses import replace
 from ..format import fragment_metadata as fm
 from ..format.errors import FormatError
 from ..format.filter_registry import offsets_embedded
+from ..format.generic_tile import HEADER_BASE_SIZE
 from ..format.filters import EMPTY_PIPELINE, FilterPipeline, FilterSpec
 from ..format.names import parse_fragment_name
 from ..format.reversers.encryption import NO_KEY_MESSAGE, EncryptedError
@@ -18,9 +19,10 @@ from ..format.tile import DecodedTile, FilterContext, empty_offsets, unfilter_ti
 from ..lazy import np
 from . import decode_pool
 from .fragment_folder import FragmentFolder
-from .tile_bounds import check_min_max
 from .fragment_interface import DATA, STREAM_SUFFIX, TILEDB, VALIDITY, VAR, TileLocation
 from .problems import Problem, WARNING
+from .footer_checks import footer_size_check, sparse_tile_count
+from .tile_bounds import check_min_max
 
 #: no decoded tile is bigger (TileDB keeps tiles in memory whole); a size read from a file above it is damage
 MAX_TILE_BYTES = 1 << 40
@@ -212,15 +214,27 @@ class Fragment(FragmentFolder):
         raise KeyError(stem)
 
     # -- generic tiles of the fragment metadata -----------------------------------
-    def _gtile_payload(self, offset: int, structure: str) -> bytes:
-        return self.store.generic_tile(self._file(self.METADATA_FILE), offset, structure, self.problems).payload
+    def _gtile_payload(self, kind: str, idx: int | None, structure: str) -> bytes:
+        """The payload of the generic tile whose offset the footer keeps in `kind` (a GenericTileOffsets
+        field; entry `idx` of a per-field list). Generic tiles lie before the footer: an offset that does
+        not is the footer's wrong number, reported where the footer holds it."""
+        footer = self.footer()
+        offsets = getattr(footer.generic_tile_offsets, kind)
+        offset = int(offsets if idx is None else offsets[idx])
+        md = self._file(self.METADATA_FILE)
+        if offset + HEADER_BASE_SIZE > footer.offset:
+            at = footer.field_offset(kind, idx or 0)
+            raise FormatError(md, "fragment metadata footer", footer.offset if at is None else at,
+                              f"{structure} generic tile offset {offset}: the generic tiles end where the footer "
+                              f"starts, at byte {footer.offset}")
+        return self.store.generic_tile(md, offset, structure, self.problems).payload
 
     def rtree(self):
         def make():
             footer = self.footer()
             if footer.generic_tile_offsets is None:
                 return fm.legacy_rtree(self.legacy_metadata())
-            payload = self._gtile_payload(footer.generic_tile_offsets.rtree, "R-tree")
+            payload = self._gtile_payload("rtree", None, "R-tree")
             return fm.parse_rtree(payload, self._file(self.METADATA_FILE), self.schema().dimensions, footer.version)
         return self._once("rtree", make)
 
@@ -230,7 +244,7 @@ class Fragment(FragmentFolder):
         if idx >= len(lists):
             raise FormatError(self._file(self.METADATA_FILE), "footer", footer.offset,
                               f"the footer has {len(lists)} {kind}, none for field {idx}")
-        return self._gtile_payload(lists[idx], f"{kind}[{idx}]")
+        return self._gtile_payload(kind, idx, f"{kind}[{idx}]")
 
     def _u64_list(self, kind: str, idx: int) -> np.ndarray:
         def make():
@@ -249,6 +263,10 @@ class Fragment(FragmentFolder):
         return self._once(("count", kind, idx), lambda: fm.count_u64_list(
             self._u64_list_payload(kind, idx), self._file(self.METADATA_FILE), f"{kind}[{idx}]"))
 
+    def tile_list(self, kind: str, idx: int) -> np.ndarray:
+        """A per-field list of u64s by its footer name (tile_offsets, tile_var_offsets, ...)."""
+        return self._u64_list(kind, idx)
+
     def tile_offsets(self, idx: int) -> np.ndarray:
         return self._u64_list("tile_offsets", idx)
 
@@ -266,32 +284,27 @@ class Fragment(FragmentFolder):
 
     def tile_min_max(self, which: str, idx: int):
         def make():
-            footer = self.footer()
-            offset = getattr(footer.generic_tile_offsets, f"tile_{which}_offsets")[idx]
-            payload = self._gtile_payload(offset, f"tile_{which}[{idx}]")
+            payload = self._gtile_payload(f"tile_{which}_offsets", idx, f"tile_{which}[{idx}]")
             return fm.parse_tile_min_max(payload, self._file(self.METADATA_FILE), self.fields()[idx],
                                          "tile mins" if which == "min" else "tile maxes")
         return self._once(("minmax", which, idx), make)
 
     def tile_sums(self, idx: int):
         def make():
-            footer = self.footer()
-            payload = self._gtile_payload(footer.generic_tile_offsets.tile_sum_offsets[idx], f"tile_sums[{idx}]")
+            payload = self._gtile_payload("tile_sum_offsets", idx, f"tile_sums[{idx}]")
             return fm.parse_tile_sums(payload, self._file(self.METADATA_FILE), self.fields()[idx])
         return self._once(("sums", idx), make)
 
     def fragment_min_max_sum_null_count(self):
         def make():
-            footer = self.footer()
-            payload = self._gtile_payload(footer.generic_tile_offsets.fragment_min_max_sum_null_count,
+            payload = self._gtile_payload("fragment_min_max_sum_null_count", None,
                                           "fragment min/max/sum/null count")
             return fm.parse_fragment_min_max_sum_null_count(payload, self._file(self.METADATA_FILE), self.fields())
         return self._once("fragment_mmsn", make)
 
     def processed_conditions(self):
         def make():
-            footer = self.footer()
-            payload = self._gtile_payload(footer.generic_tile_offsets.processed_conditions, "processed conditions")
+            payload = self._gtile_payload("processed_conditions", None, "processed conditions")
             return fm.parse_processed_conditions(payload, self._file(self.METADATA_FILE))
         return self._once("processed_conditions", make)
 
@@ -323,7 +336,7 @@ class Fragment(FragmentFolder):
     def tile_count(self, idx: int | None = None) -> int:
         footer = self.footer()
         if not footer.dense:
-            return footer.sparse_tile_num
+            return self._once("sparse tile count", lambda: sparse_tile_count(self))
         if idx is None:
             idx = self.stored_fields()[0].idx
         return self._u64_count("tile_offsets", idx)
@@ -384,6 +397,7 @@ class Fragment(FragmentFolder):
         start = int(offsets[k])
         end = int(offsets[k + 1]) if k + 1 < len(offsets) else int(file_size)
         if end < start:
+            footer_size_check(self, field, k, stream)
             # offsets out of order, or a file size below the last offset: no length can be trusted
             what = f"tile {k + 1} starts at {end}" if k + 1 < len(offsets) else f"the footer's file size is {end}"
             raise FormatError(md, f"{kind}[{field.idx}]", self._list_offset(kind, field.idx),
@@ -506,6 +520,7 @@ class Fragment(FragmentFolder):
         loc = self.location(field, k, stream)
         raw = self.store.pread(loc.file, loc.offset, loc.persisted_size)
         if len(raw) != loc.persisted_size:
+            footer_size_check(self, field, k, stream)
             raise FormatError(loc.file, "tile", loc.offset + len(raw),
                               f"tile {k} should be {loc.persisted_size} bytes but the file ends after {len(raw)}")
         pipeline, ctx = self.pipeline(field, stream), self.filter_context(field, stream)
