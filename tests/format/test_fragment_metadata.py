@@ -864,7 +864,8 @@ def test_footer_truncation_offsets(tmp_path):
     ned_at = 4 + 8 + name_len + 2
     tile_num_at = ned_at + 16
     for cut, field_at, what in [(2, 0, "version"), (4 + 3, 4, "array schema name length"),
-                                (4 + 8 + name_len - 1, 12, "array schema name"),
+                                # a name the footer cannot hold: at its length, the number that is wrong
+                                (4 + 8 + name_len - 1, 4, "array schema name length"),
                                 (ned_at + 5, ned_at, "non-empty domain"),
                                 (tile_num_at + 3, tile_num_at, "sparse_tile_num"),
                                 (length - 1, length - 8, "processed conditions")]:

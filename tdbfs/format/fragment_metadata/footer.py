@@ -273,11 +273,7 @@ def parse_footer(data, file: str, schema, offset: int, length: int,
         notes.append(note)
     schema_name = None
     if version >= 10:
-        at = cur.pos
-        name_len = cur.u64("array schema name length")
-        if name_len == 0:
-            raise cur.error("array schema name length is 0", at)
-        schema_name = _schema_name(cur, name_len)
+        schema_name = _schema_name(cur)
     dense = cur.bool("dense")
     null_ned = cur.bool("null non-empty domain")
     dims = schema.dimensions
@@ -326,16 +322,19 @@ def peek_footer_schema_name(data, file: str, offset: int = 0, *, base: int = 0,
     _check_version(version, cur, offset)
     if version < 10:
         return version, None
+    return version, _schema_name(cur)
+
+
+def _schema_name(cur: Cursor) -> str:
+    """The footer's schema name (after its u64 length): a file name in __schema/, which callers open. A NUL
+    or a path separator (damage) would make that open fail with ValueError or leave the folder. A length
+    the footer cannot hold is the wrong number, reported where it is."""
     at = cur.pos
     n = cur.u64("array schema name length")
     if n == 0:
         raise cur.error("array schema name length is 0", at)
-    return version, _schema_name(cur, n)
-
-
-def _schema_name(cur: Cursor, n: int) -> str:
-    """The footer's schema name: a file name in __schema/, which callers open. A NUL or a path
-    separator (damage) would make that open fail with ValueError or leave the folder."""
+    if n > cur.remaining:
+        raise cur.error(f"array schema name length {n} exceeds the {cur.remaining} bytes that remain", at)
     at = cur.pos
     name = cur.string(n, "array schema name")
     if "\0" in name or "/" in name or "\\" in name or name in (".", ".."):
