@@ -159,3 +159,18 @@ def test_damaged_tile_offsets_list_what_survives(pristine, tmp_path, mount):
     assert hit and "tile chunks: count 1099511627776" in hit[0]["message"]
     text = log.read_text() if log.exists() else ""
     assert "internal error" not in text, text
+
+
+@pytest.mark.parametrize("field, at, fmt, value", [
+    ("persisted_size", 4, "<Q", 2**62), ("tile_size", 12, "<Q", 2**62), ("filter_pipeline_size", 30, "<I", 100000),
+])
+def test_generic_tile_header_numbers_are_reported_where_they_are(pristine, tmp_path, field, at, fmt, value):
+    """docs/format.md §2.1: a generic tile header's persisted_size, tile_size and filter_pipeline_size that
+    the file cannot hold are reported at the field, in the metadata file."""
+    path, frag = _copy(pristine, "sparse", tmp_path)
+    md = f"{frag.rel}/{MD}"
+    start = frag.footer().generic_tile_offsets.tile_offsets[1]
+    _poke(path, md, start + at, struct.pack(fmt, value))
+    problems = check_array(ArrayStore(str(path))).problems
+    hit = [p for p in problems if p.file == md and p.offset == start + at]
+    assert hit and field in hit[0].message and str(value) in hit[0].message, [p.line() for p in problems]
