@@ -191,8 +191,10 @@ def _parse_footer_tail(cur: Cursor, version: int, schema, domain_pad: int):
     out["file_sizes"] = read_u64s(cur, n, "file_sizes")
     at["file_var_sizes"] = cur.offset
     out["file_var_sizes"] = read_u64s(cur, nv, "file_var_sizes")
-    at["file_validity_sizes"] = cur.offset
-    out["file_validity_sizes"] = read_u64s(cur, n, "file_validity_sizes") if version >= 7 else None
+    out["file_validity_sizes"] = None
+    if version >= 7:
+        at["file_validity_sizes"] = cur.offset
+        out["file_validity_sizes"] = read_u64s(cur, n, "file_validity_sizes")
     at["rtree"] = cur.offset
     g: dict = {"rtree": cur.u64("R-tree generic tile offset")}
 
@@ -209,15 +211,15 @@ def _parse_footer_tail(cur: Cursor, version: int, schema, domain_pad: int):
     if version >= 11:
         for kind in ("tile_min_offsets", "tile_max_offsets", "tile_sum_offsets", "tile_null_count_offsets"):
             offsets(kind, n)
-    at["fragment_min_max_sum_null_count"] = cur.offset
-    if version >= 12:
+    if version >= 12 or (version == 11 and cur.remaining == 8):
+        if version == 11:
+            # Written by the back-compat v11 writer of TileDB >= 2.8, never by 2.7 (§8 #11).
+            notes.append("format 11 footer carries a fragment min/max/sum/null count offset (later writers' "
+                         "extra u64)")
+        at["fragment_min_max_sum_null_count"] = cur.offset
         g["fragment_min_max_sum_null_count"] = cur.u64("fragment min/max/sum/null count generic tile offset")
-    elif version == 11 and cur.remaining == 8:
-        # Written by the back-compat v11 writer of TileDB >= 2.8, never by 2.7 (§8 #11).
-        g["fragment_min_max_sum_null_count"] = cur.u64("fragment min/max/sum/null count generic tile offset")
-        notes.append("format 11 footer carries a fragment min/max/sum/null count offset (later writers' extra u64)")
-    at["processed_conditions"] = cur.offset
     if version >= 16:
+        at["processed_conditions"] = cur.offset
         g["processed_conditions"] = cur.u64("processed conditions generic tile offset")
     sections = None
     if version >= 23:
