@@ -207,7 +207,7 @@ def test_fragment_metadata_matches_tiledb(folder, copies):
         frag = _yaml(root, f"{base}/fragment.yaml")
         footer = _yaml(root, f"{base}/footer.yaml")
         assert frag["problems"] == [], frag["problems"]
-        assert frag["format_version"] == footer["version"] == version
+        assert frag["version"] == footer["version"] == version and "format_version" not in frag
         assert frag["cell_count"] == cell_num
         assert frag["committed"] is True
         want = [[_plain(v) for v in r] for r in ned]
@@ -240,6 +240,14 @@ def test_fragment_metadata_matches_tiledb(folder, copies):
                 assert len(got) == len(expected)
                 for g, e in zip(got, expected):
                     assert g == str(e) or float(g) == pytest.approx(float(e)), f"{name} MBR {row}: {expected}"
+    # One number for a fragment's format version everywhere: array.yaml's list is TileDB's versions (a
+    # format-1 fragment named `__<uuid>_<ms>` is format 1, not the 2 such a name suggests), and the
+    # format hint's newest is at least the newest of them.
+    summary = _yaml(root, "array.yaml")
+    versions = sorted({v for v, *_ in infos.values()})
+    assert summary["format_versions"]["fragments"] == versions
+    (hint,) = [h for h in summary["hints"] if h["hint"] == "format"]
+    assert hint["newest_format"] == max(versions + summary["format_versions"]["schemas"])
 
 
 # ---------------------------------------------------------------------------
@@ -568,7 +576,7 @@ def test_format_12_fragment_level_statistics(tmp_path):
     assert frag.endswith("_12")
     summary = _yaml(root, f"fragments/{frag}/fragment.yaml")
     footer = _yaml(root, f"fragments/{frag}/footer.yaml")
-    assert summary["problems"] == [] and summary["format_version"] == footer["version"] == 12
+    assert summary["problems"] == [] and summary["version"] == footer["version"] == 12
     assert "has_timestamps" not in footer and "processed_conditions" not in footer["generic_tile_offsets"]
     stats = summary["fragment_statistics"]
     counts = np.concatenate([np.frombuffer(_read(root, f"fragments/{frag}/attrs/a2/tile_{k}.bin"), "<i4")

@@ -25,7 +25,7 @@ import healthy
 from mounting import mounted, tdbfs_command
 from tdbfs.frontend.common import open_store
 from tdbfs.cli.main import main as tdbfs_main
-from tdbfs.format.reversers.keys import key_from_environment
+from tdbfs.frontend.keys import key_from_environment
 from tdbfs.views.nodes import DirNode, SymlinkNode, ViewError
 from tdbfs.views.tree import build_root
 

@@ -581,3 +581,29 @@ def test_views_read_files_only_through_the_store(corpus, monkeypatch):
     assert read_node(build_root(open_array(path)), f"fragments/{frag}/raw/a1.tdb") == \
         open(os.path.join(path, frag, "a1.tdb"), "rb").read()
     assert "pread" in calls
+
+
+@pytest.mark.parametrize("name", ["dense_gzip", "dense_none"])
+def test_garbled_dense_domain_is_refused_before_it_drives_a_loop(corpus, tmp_path, name):
+    """A dense fragment's tiles are those its non-empty domain spans: a domain garbled in the book-keeping
+    (decompressed, the i64 size then the bounds, docs/format-0x.md) would span billions of tiles. The count
+    is checked against what the attribute files and tile offsets can hold, and the problem is at the domain."""
+    import gzip
+    import subprocess
+    import sys
+    src, _ = corpus["arrays"][name]
+    path = tmp_path / name
+    shutil.copytree(src, path, symlinks=True)
+    frag_name = sorted(committed_fragments(str(path)))[0]
+    bk = path / frag_name / "__book_keeping.tdb.gz"
+    data = bytearray(gzip.decompress(bk.read_bytes()))
+    size = struct.unpack_from("<q", data, 0)[0]
+    item = size // 4                            # 2 dimensions, (lo, hi) each
+    data[8 + item:8 + 2 * item] = (2**40).to_bytes(item, "little")   # d1's upper bound
+    bk.write_bytes(gzip.compress(bytes(data)))
+    res = subprocess.run([sys.executable, "-m", "tdbfs", "check", str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 1
+    line = [l for l in res.stdout.splitlines() if l.startswith(f"{frag_name}/__book_keeping.tdb.gz:8: book-keeping")]
+    assert line and "decompressed stream" in line[0] and "tiles of the schema's extents, more than the" in line[0], \
+        res.stdout

@@ -74,7 +74,7 @@ def _check_fragment(root, built, name):
     frag = yaml.safe_load(_read(root, f"{base}/fragment.yaml"))
     footer = yaml.safe_load(_read(root, f"{base}/footer.yaml"))
     assert frag["problems"] == [], frag["problems"]
-    assert frag["format_version"] == info.version == footer["version"]
+    assert frag["version"] == info.version == footer["version"] and "format_version" not in frag
     assert frag["type"] == ("sparse" if info.sparse else "dense")
     assert footer["dense"] is (not info.sparse)
     assert frag["cell_count"] == info.cell_num

@@ -62,8 +62,7 @@ def parse_array_metadata(payload, file: str, within: str = "generic tile payload
         dt = datatype(type_id)
         if dt is None:
             raise cur.error(f"unknown value datatype id {type_id}", offset=at)
-        count = cur.u32("value count")
-        cur.count(count, dt.size, "value")
+        count = cur.u32_count(dt.size, "value count", "value")
         raw = cur.bytes(count * dt.size, "value")
         records.append(MetadataRecord(key, False, dt, count, raw, _decode(raw, dt, count), start, key_raw))
     return records

@@ -249,8 +249,7 @@ def _parse_node(cur: Cursor, depth: int) -> ConditionNode:
         combo = cur.u8("combination op")
         if combo not in COMBINATION_OPS:
             raise cur.error(f"unknown combination op {combo}", offset=at)
-        n = cur.u64("children count")
-        cur.count(n, 10, "children")
+        n = cur.u64_count(10, "children count", "children")
         children = []
         for _ in range(n):
             children.append(_parse_node(cur, depth + 1))
@@ -269,8 +268,7 @@ def parse_condition_commit(payload, file: str, is_update: bool | None = None,
     values = []
     if is_update:
         cur.structure = "update values"
-        n = cur.u64("update value count")
-        cur.count(n, 16, "update values")
+        n = cur.u64_count(16, "update value count", "update values")
         for i in range(n):
             start = cur.pos
             cur.structure = f"update value {i}"

@@ -62,8 +62,7 @@ def parse_consolidated_fragment_metadata(payload, file: str, *, within: str = ST
     """
     data = payload if isinstance(payload, (bytes, bytearray)) else bytes(payload)
     cur = Cursor(data, file, STRUCTURE, within=within)
-    n = cur.u32("fragment count")
-    cur.count(n, 16, "fragment entries")
+    n = cur.u32_count(16, "fragment count", "fragment entries")
     entries = []
     for k in range(n):
         at = cur.pos

@@ -112,11 +112,23 @@ class Cursor:
         self.need(n, what)
         self.pos += n
 
-    def count(self, n: int, item_size: int, what: str) -> int:
-        """Check that `n` items of `item_size` bytes fit in what remains before allocating."""
+    def count(self, n: int, item_size: int, what: str, at: int | None = None) -> int:
+        """Check that `n` items of `item_size` bytes fit in what remains before allocating (or looping);
+        `at`: where `n` was read, which the error then points at (the number that is wrong)."""
         if item_size and n > self.remaining // item_size:
-            raise self.error(f"{what}: count {n} of {item_size}-byte items exceeds the {self.remaining} bytes that remain")
+            raise self.error(f"{what}: count {n} of {item_size}-byte items exceeds the {self.remaining} bytes "
+                             "that remain", at)
         return n
+
+    def u32_count(self, item_size: int, field: str, items: str) -> int:
+        """A u32 count of `items` of `item_size` bytes each, checked against what remains."""
+        at = self.pos
+        return self.count(self.u32(field), item_size, items, at)
+
+    def u64_count(self, item_size: int, field: str, items: str) -> int:
+        """A u64 count of `items` of `item_size` bytes each, checked against what remains."""
+        at = self.pos
+        return self.count(self.u64(field), item_size, items, at)
 
     def array(self, n: int, dtype, what: str):
         """`n` values of numpy `dtype` (little-endian string such as '<u8') as a read-only array."""

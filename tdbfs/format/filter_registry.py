@@ -10,6 +10,7 @@ entry here and, when it can be reversed, its reverser in `reversers/`.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from typing import Callable
@@ -60,6 +61,35 @@ def _webp_options(raw: bytes) -> dict:
             "lossless": bool(lossless), "y_extent": y_ext, "x_extent": x_ext}
 
 
+# -- lossy filters: how far a reversed value may be from the one written (None: lossless, exact) ----------
+# TileDB computes a tile's min/max/sum before the filters run (tiledb/sm/tile/tile_metadata_generator.cc), so
+# the decoded values of a lossy filter match them only within the filter's precision.
+
+def _scale_float_error(options: dict) -> float | None:
+    """Each value is stored as round((x - offset) / scale) in a signed integer of `byte_width` bytes and read
+    back as that integer * scale + offset (tiledb/sm/filter/float_scaling_filter.cc): within half a step of
+    x, while (x - offset) / scale fits the integer; `value_range` says where it does."""
+    scale = options.get("scale")
+    if not isinstance(scale, float) or not math.isfinite(scale) or scale == 0.0:
+        return math.inf
+    return abs(scale) / 2
+
+
+def _scale_float_range(options: dict) -> tuple[float, float] | None:
+    """The values SCALE_FLOAT stores faithfully (up to its step): those whose integer fits `byte_width`."""
+    scale, offset, width = options.get("scale"), options.get("offset"), options.get("byte_width")
+    if width not in _SIGNED_BY_SIZE or not isinstance(scale, float) or not isinstance(offset, float):
+        return None
+    top = float(1 << (8 * width - 1))
+    ends = (offset + scale * -top, offset + scale * (top - 1))
+    return min(ends), max(ends)
+
+
+def _webp_error(options: dict) -> float | None:
+    # lossy WEBP has a quality, not a bound on any one value
+    return None if options.get("lossless") else math.inf
+
+
 # -- output-type rules (each filter's output_datatype in TileDB): options that do not say keep the type;
 # -- the reverser then complains -------------------------------------------------------------------
 
@@ -97,6 +127,11 @@ class FilterType:
     #: replaces the offsets tile (stored empty) with the lengths it carries.
     embeds_var_offsets: tuple[tuple[str, int], ...] = ()
     var_string_reverser: tuple[str, str] | None = None   # the reverser when it embeds the offsets
+    #: a lossy filter: options -> the largest distance of a reversed value from the value written (math.inf:
+    #: no bound known), None for a filter that gives back exactly what it was given
+    value_error: Callable[[dict], float | None] | None = None
+    #: options -> (low, high) of the values the bound holds for, None: all values
+    value_range: Callable[[dict], tuple[float, float] | None] | None = None
 
     def embeds_offsets(self, type_name: str, version: int) -> bool:
         return any(type_name == t and version >= since for t, since in self.embeds_var_offsets)
@@ -141,11 +176,13 @@ FILTER_TYPES: tuple[FilterType, ...] = (
                compressor=7, embeds_var_offsets=(("STRING_ASCII", 13), ("STRING_UTF8", 17)),
                var_string_reverser=("var_strings", "reverse_dictionary_strings")),
     FilterType(15, "SCALE_FLOAT", _scale_float_options, ("scale_float", "reverse_scale_float"),
-               "scale, offset, byte width, float type and part lengths", _signed_of_byte_width),
+               "scale, offset, byte width, float type and part lengths", _signed_of_byte_width,
+               value_error=_scale_float_error, value_range=_scale_float_range),
     FilterType(16, "XOR", _no_options, ("xor", "reverse_xor"), "part lengths and type size", _signed_of_same_width),
     # Written by no released TileDB (the bitsort filter was withdrawn); its id stays reserved.
     FilterType(17, "DEPRECATED_BITSORT", _no_options, None, "nothing: it is never reversed"),
-    FilterType(18, "WEBP", _webp_options, ("webp", "reverse_webp"), "pixel format, lossless flag and image sizes"),
+    FilterType(18, "WEBP", _webp_options, ("webp", "reverse_webp"), "pixel format, lossless flag and image sizes",
+               value_error=_webp_error),
     FilterType(19, "DELTA", _compression_reinterpret_options, ("deltas", "reverse_delta"),
                _ABSORBING + ", each part's first value and count; the element type",
                _reinterpret_type, compressor=8),
@@ -191,3 +228,20 @@ def offsets_embedded(first_filter: int | None, type_name: str, version: int) -> 
     """Whether a var tile whose pipeline starts with `first_filter` carries its own offsets."""
     entry = BY_ID.get(first_filter) if first_filter is not None else None
     return entry is not None and entry.embeds_offsets(type_name, version)
+
+
+def value_tolerance(specs, low: float, high: float) -> float | None:
+    """How far values reversed through the filters `specs` (FilterSpecs) may be from those written, when the
+    written ones lie in [low, high]: 0.0 for a lossless pipeline, None when no bound is known (a lossy
+    filter without one, or values outside the range it keeps)."""
+    total = 0.0
+    for spec in specs:
+        entry = BY_ID.get(spec.id)
+        error = entry.value_error(spec.options) if entry is not None and entry.value_error is not None else None
+        if error is None:
+            continue
+        kept = entry.value_range(spec.options) if entry.value_range is not None else None
+        if not math.isfinite(error) or (kept is not None and not kept[0] <= low <= high <= kept[1]):
+            return None
+        total += error
+    return total

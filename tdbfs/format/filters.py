@@ -42,8 +42,7 @@ def parse_pipeline(cur: Cursor, version: int) -> FilterPipeline:
     decoded by what their bytes hold, not by the version.
     """
     max_chunk_size = cur.u32("filter pipeline max_chunk_size")
-    nfilters = cur.u32("filter pipeline filter count")
-    cur.count(nfilters, 5, "filter pipeline filters")
+    nfilters = cur.u32_count(5, "filter pipeline filter count", "filter pipeline filters")
     filters = []
     for _ in range(nfilters):
         fid = cur.u8("filter type")

@@ -138,6 +138,9 @@ def _read_header(data, offset: int, file: str, structure: str) -> GenericTileHea
         cell_size = cur.u64("cell_size")
         encryption = cur.u8("encryption_type")
         fps = cur.u32("filter_pipeline_size")
+    if fps > cur.remaining:   # the length is the number that is wrong: reported where it is
+        raise cur.error(f"filter_pipeline_size is {fps} bytes but only {cur.remaining} remain in the file",
+                        offset=offset + 30)
     pipe_cur = cur.sub(fps, f"{structure} generic tile filter pipeline")
     filters = parse_pipeline(pipe_cur, version)
     if pipe_cur.remaining:

@@ -79,8 +79,7 @@ def parse_group_details(payload, file: str, within: str = "generic tile payload"
     version = cur.u32("group details version")
     if version not in (1, 2):
         raise cur.error(f"unsupported group details version {version} (TileDB reads 1 and 2)", offset=0)
-    count = cur.u64("member count")
-    cur.count(count, _MIN_MEMBER_SIZE[1], "members")
+    count = cur.u64_count(_MIN_MEMBER_SIZE[1], "member count", "members")
     members = []
     for i in range(count):
         members.append(_member(cur, i))

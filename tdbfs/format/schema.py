@@ -405,27 +405,23 @@ def parse_schema(payload, file: str, within: str = PAYLOAD) -> ArraySchema:
     domain_type = None
     if version < 5:
         domain_type = _datatype(cur, "domain datatype")
-    ndims = cur.u32("dimension count")
-    cur.count(ndims, 26 if version >= 5 else 5, "dimensions")
+    ndims = cur.u32_count(26 if version >= 5 else 5, "dimension count", "dimensions")
     dims = tuple(_parse_dimension(cur, version, domain_type, i, problems) for i in range(ndims))
 
     cur.structure = "attributes"
-    nattrs = cur.u32("attribute count")
-    cur.count(nattrs, 17, "attributes")
+    nattrs = cur.u32_count(17, "attribute count", "attributes")
     attrs = tuple(_parse_attribute(cur, version, i) for i in range(nattrs))
 
     labels: tuple = ()
     if version >= 18:
         cur.structure = "dimension labels"
-        nlabels = cur.u32("dimension label count")
-        cur.count(nlabels, 28, "dimension labels")
+        nlabels = cur.u32_count(28, "dimension label count", "dimension labels")
         labels = tuple(_parse_label(cur, i) for i in range(nlabels))
 
     enums: tuple = ()
     if version >= 20:
         cur.structure = "enumerations"
-        nenums = cur.u32("enumeration count")
-        cur.count(nenums, 8, "enumerations")
+        nenums = cur.u32_count(8, "enumeration count", "enumerations")
         refs = []
         for i in range(nenums):
             cur.structure = f"enumeration {i}"

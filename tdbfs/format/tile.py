@@ -89,8 +89,7 @@ def parse_chunk_headers(data, file: str, offset: int, structure: str = "tile", b
     keeps the chunks before a corrupt one.
     """
     cur = Cursor(data, file, structure, base=base, pos=offset - base)
-    nchunks = cur.u64("tile chunk count")
-    cur.count(nchunks, CHUNK_HEADER_SIZE, "tile chunks")
+    nchunks = cur.u64_count(CHUNK_HEADER_SIZE, "tile chunk count", "tile chunks")
     headers = [] if out is None else out
     data, size = cur.data, len(cur.data)
     for i in range(nchunks):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from .footer_checks import footer_size_finding
 from .fragment_digest import kept_findings
 from .fragment_interface import DATA, VALIDITY, VAR
 from .storage import FOLDER, REGULAR, NotRegularError
@@ -124,11 +125,8 @@ def _commit_findings(store, live: set) -> list[Problem]:
                                        f"commits fragment {name[:-4]}, which is not in the array"))
         elif not base.endswith((".vac", ".ign", ".del", ".upd")):
             out.append(Problem(rel, "commit file", None, "unknown kind of commit file: TileDB ignores it", WARNING))
-    for name, vac in store.vacuum_lists().items():
-        if name in live:
-            out.append(Problem(vac, "vacuum file", None, f"lists the live fragment {name}: consolidated but not "
-                                                         "yet vacuumed, TileDB reads the consolidated fragment "
-                                                         "instead", WARNING))
+    # a vacuum file naming fragments still present is the state consolidation leaves until a vacuum: TileDB
+    # means it (readers skip them), so it is the `not_vacuumed` hint of array.yaml, not a problem
     return out
 
 
@@ -221,6 +219,9 @@ def data_file_finding(frag, field, stream: str, entry) -> Problem | None:
     if not entry.is_file:
         return None  # said by not_regular
     if declared is not None and declared != entry.size:
+        wrong_field = footer_size_finding(frag, field, stream, declared, entry.size)
+        if wrong_field is not None:
+            return wrong_field
         return Problem(rel, "data file", min(declared, entry.size),
                        f"the footer says {declared} bytes, the file has {entry.size}")
     return None

@@ -11,6 +11,7 @@ from dataclasses import replace
 from ..format import fragment_metadata as fm
 from ..format.errors import FormatError
 from ..format.filter_registry import offsets_embedded
+from ..format.generic_tile import HEADER_BASE_SIZE
 from ..format.filters import EMPTY_PIPELINE, FilterPipeline, FilterSpec
 from ..format.names import parse_fragment_name
 from ..format.reversers.encryption import NO_KEY_MESSAGE, EncryptedError
@@ -20,6 +21,8 @@ from . import decode_pool
 from .fragment_folder import FragmentFolder
 from .fragment_interface import DATA, STREAM_SUFFIX, TILEDB, VALIDITY, VAR, TileLocation
 from .problems import Problem, WARNING
+from .footer_checks import footer_size_check, sparse_tile_count
+from .tile_bounds import check_min_max
 
 #: no decoded tile is bigger (TileDB keeps tiles in memory whole); a size read from a file above it is damage
 MAX_TILE_BYTES = 1 << 40
@@ -211,15 +214,27 @@ class Fragment(FragmentFolder):
         raise KeyError(stem)
 
     # -- generic tiles of the fragment metadata -----------------------------------
-    def _gtile_payload(self, offset: int, structure: str) -> bytes:
-        return self.store.generic_tile(self._file(self.METADATA_FILE), offset, structure, self.problems).payload
+    def _gtile_payload(self, kind: str, idx: int | None, structure: str) -> bytes:
+        """The payload of the generic tile whose offset the footer keeps in `kind` (a GenericTileOffsets
+        field; entry `idx` of a per-field list). Generic tiles lie before the footer: an offset that does
+        not is the footer's wrong number, reported where the footer holds it."""
+        footer = self.footer()
+        offsets = getattr(footer.generic_tile_offsets, kind)
+        offset = int(offsets if idx is None else offsets[idx])
+        md = self._file(self.METADATA_FILE)
+        if offset + HEADER_BASE_SIZE > footer.offset:
+            at = footer.field_offset(kind, idx or 0)
+            raise FormatError(md, "fragment metadata footer", footer.offset if at is None else at,
+                              f"{structure} generic tile offset {offset}: the generic tiles end where the footer "
+                              f"starts, at byte {footer.offset}")
+        return self.store.generic_tile(md, offset, structure, self.problems).payload
 
     def rtree(self):
         def make():
             footer = self.footer()
             if footer.generic_tile_offsets is None:
                 return fm.legacy_rtree(self.legacy_metadata())
-            payload = self._gtile_payload(footer.generic_tile_offsets.rtree, "R-tree")
+            payload = self._gtile_payload("rtree", None, "R-tree")
             return fm.parse_rtree(payload, self._file(self.METADATA_FILE), self.schema().dimensions, footer.version)
         return self._once("rtree", make)
 
@@ -229,7 +244,7 @@ class Fragment(FragmentFolder):
         if idx >= len(lists):
             raise FormatError(self._file(self.METADATA_FILE), "footer", footer.offset,
                               f"the footer has {len(lists)} {kind}, none for field {idx}")
-        return self._gtile_payload(lists[idx], f"{kind}[{idx}]")
+        return self._gtile_payload(kind, idx, f"{kind}[{idx}]")
 
     def _u64_list(self, kind: str, idx: int) -> np.ndarray:
         def make():
@@ -248,6 +263,10 @@ class Fragment(FragmentFolder):
         return self._once(("count", kind, idx), lambda: fm.count_u64_list(
             self._u64_list_payload(kind, idx), self._file(self.METADATA_FILE), f"{kind}[{idx}]"))
 
+    def tile_list(self, kind: str, idx: int) -> np.ndarray:
+        """A per-field list of u64s by its footer name (tile_offsets, tile_var_offsets, ...)."""
+        return self._u64_list(kind, idx)
+
     def tile_offsets(self, idx: int) -> np.ndarray:
         return self._u64_list("tile_offsets", idx)
 
@@ -265,32 +284,27 @@ class Fragment(FragmentFolder):
 
     def tile_min_max(self, which: str, idx: int):
         def make():
-            footer = self.footer()
-            offset = getattr(footer.generic_tile_offsets, f"tile_{which}_offsets")[idx]
-            payload = self._gtile_payload(offset, f"tile_{which}[{idx}]")
+            payload = self._gtile_payload(f"tile_{which}_offsets", idx, f"tile_{which}[{idx}]")
             return fm.parse_tile_min_max(payload, self._file(self.METADATA_FILE), self.fields()[idx],
                                          "tile mins" if which == "min" else "tile maxes")
         return self._once(("minmax", which, idx), make)
 
     def tile_sums(self, idx: int):
         def make():
-            footer = self.footer()
-            payload = self._gtile_payload(footer.generic_tile_offsets.tile_sum_offsets[idx], f"tile_sums[{idx}]")
+            payload = self._gtile_payload("tile_sum_offsets", idx, f"tile_sums[{idx}]")
             return fm.parse_tile_sums(payload, self._file(self.METADATA_FILE), self.fields()[idx])
         return self._once(("sums", idx), make)
 
     def fragment_min_max_sum_null_count(self):
         def make():
-            footer = self.footer()
-            payload = self._gtile_payload(footer.generic_tile_offsets.fragment_min_max_sum_null_count,
+            payload = self._gtile_payload("fragment_min_max_sum_null_count", None,
                                           "fragment min/max/sum/null count")
             return fm.parse_fragment_min_max_sum_null_count(payload, self._file(self.METADATA_FILE), self.fields())
         return self._once("fragment_mmsn", make)
 
     def processed_conditions(self):
         def make():
-            footer = self.footer()
-            payload = self._gtile_payload(footer.generic_tile_offsets.processed_conditions, "processed conditions")
+            payload = self._gtile_payload("processed_conditions", None, "processed conditions")
             return fm.parse_processed_conditions(payload, self._file(self.METADATA_FILE))
         return self._once("processed_conditions", make)
 
@@ -322,7 +336,7 @@ class Fragment(FragmentFolder):
     def tile_count(self, idx: int | None = None) -> int:
         footer = self.footer()
         if not footer.dense:
-            return footer.sparse_tile_num
+            return self._once("sparse tile count", lambda: sparse_tile_count(self))
         if idx is None:
             idx = self.stored_fields()[0].idx
         return self._u64_count("tile_offsets", idx)
@@ -383,6 +397,7 @@ class Fragment(FragmentFolder):
         start = int(offsets[k])
         end = int(offsets[k + 1]) if k + 1 < len(offsets) else int(file_size)
         if end < start:
+            footer_size_check(self, field, k, stream)
             # offsets out of order, or a file size below the last offset: no length can be trusted
             what = f"tile {k + 1} starts at {end}" if k + 1 < len(offsets) else f"the footer's file size is {end}"
             raise FormatError(md, f"{kind}[{field.idx}]", self._list_offset(kind, field.idx),
@@ -505,6 +520,7 @@ class Fragment(FragmentFolder):
         loc = self.location(field, k, stream)
         raw = self.store.pread(loc.file, loc.offset, loc.persisted_size)
         if len(raw) != loc.persisted_size:
+            footer_size_check(self, field, k, stream)
             raise FormatError(loc.file, "tile", loc.offset + len(raw),
                               f"tile {k} should be {loc.persisted_size} bytes but the file ends after {len(raw)}")
         pipeline, ctx = self.pipeline(field, stream), self.filter_context(field, stream)
@@ -520,41 +536,9 @@ class Fragment(FragmentFolder):
         for failure in decoded.checksum_failures:
             self.problems.add(Problem(loc.file, f"tile {k}", loc.offset, failure))
         if stream == DATA:
-            self._check_min_max(field, k, decoded.data, loc)
+            check_min_max(self, field, k, decoded.data, loc)
         # the records of each chunk and stage weigh ~0.6 KiB a chunk (tracemalloc), more than small tiles
         return decoded, len(decoded.data) + len(decoded.offsets or b"") + 768 + 600 * len(decoded.chunks)
-
-    def _check_min_max(self, field, k: int, data, loc: TileLocation) -> None:
-        """A sparse tile whose values fall outside the min/max its fragment metadata records holds another
-        tile's bytes (swapped, or rewritten in place), which no length check can see."""
-        bounds = self._once(("minmax bounds", field.idx), lambda: self._min_max_bounds(field))
-        if bounds is None or k >= len(bounds[0]):
-            return
-        dt = np.dtype(field.datatype.dtype)
-        values = np.frombuffer(memoryview(data)[:len(data) - len(data) % dt.itemsize], dt)  # no copy of the tile
-        if not len(values) or (dt.kind == "f" and np.isnan(values).any()):
-            return
-        lo, hi = values.min(), values.max()
-        if lo != bounds[0][k] or hi != bounds[1][k]:
-            self.problems.add(Problem(loc.file, f"tile {k}", loc.offset,
-                                      f"values span {lo.item()}..{hi.item()} but the fragment metadata records "
-                                      f"{bounds[0][k].item()}..{bounds[1][k].item()} for this tile (tiles swapped "
-                                      "or overwritten?)"))
-
-    def _min_max_bounds(self, field):
-        """(mins, maxes) the metadata holds for a fixed numeric attribute of a sparse fragment, else None.
-        Dense tiles hold fill values outside the written cells, which TileDB leaves out of min/max."""
-        footer = self.footer()
-        g = footer.generic_tile_offsets
-        if (g is None or g.tile_min_offsets is None or footer.dense or field.kind != fm.ATTRIBUTE
-                or field.var_sized or field.nullable or field.cell_val_num != 1 or not field.has_min_max
-                or field.datatype.is_string):
-            return None
-        try:
-            mins, maxes = self.tile_min_max("min", field.idx), self.tile_min_max("max", field.idx)
-        except Exception:  # noqa: BLE001 -- their own problem is recorded by their parse
-            return None
-        return (mins, maxes) if len(mins) == len(maxes) else None
 
     def _embedded_offsets(self, field, k: int):
         """The offsets of tile k of a var-string field whose RLE/DICTIONARY embeds them (§3.4): rebuilt

@@ -132,8 +132,23 @@ class Legacy0xFragment(FragmentFolder):
         """Every field of a 0.x fragment has the same tiles (`idx` is for the interface)."""
         bk = self.book_keeping()
         if self.dense:
-            return int(np.prod(self.dense_tile_grid()))
+            return self._once("dense tile count", self._dense_tile_count)
         return len(bk.mbrs)
+
+    def _dense_tile_count(self) -> int:
+        """The tiles of the non-empty domain, checked before it drives a loop (a garbled domain would span
+        billions): every tile takes a byte at least in an attribute file, and a compressed one is listed in
+        the book-keeping's tile offsets."""
+        n = 1
+        for tiles in self.dense_tile_grid():
+            n *= tiles       # Python ints: no overflow
+        listed = max((len(offsets) for offsets in self.book_keeping().tile_offsets), default=0)
+        room = max([listed] + [size for name, size in self.files() if name != BOOK_KEEPING_FILE])
+        if n > room:
+            raise FormatError(self._file(BOOK_KEEPING_FILE), "book-keeping", 8,
+                              f"the non-empty domain spans {n} tiles of the schema's extents, more than the "
+                              f"{room} the attribute files and tile offsets can hold", "decompressed stream")
+        return n
 
     def cells_per_full_tile(self) -> int:
         s = self.schema()

@@ -49,11 +49,12 @@ def array_summary(store) -> dict:
         except Exception as exc:
             store.problems.add_error(exc, rel, "array schema")
     paths = store.fragment_paths()
+    overviews = _overviews(store)
     out["format_versions"] = {
         "schemas": sorted(schema_versions),
-        # every name of 100,000 fragments parsed again only when the listing changes
-        "fragments": store.per_listing("fragment format versions", ("__fragments", ""),
-                                       lambda: _fragment_versions(store, paths)),
+        # the version each fragment's metadata records, as fragment.yaml's `version` (the name's only where
+        # the metadata does not decode): a name without `_<v>` does not tell format 1 from 2, nor 3 from 4
+        "fragments": sorted({o.format_version for o in overviews or () if o.format_version is not None}),
     }
     commits = store.commit_files()
     committed = store.committed_fragment_names()
@@ -68,7 +69,7 @@ def array_summary(store) -> dict:
     }
     out["sizes"] = None   # last: the fragment folders listed for the hints and findings are not listed again
     out["encryption"] = _encryption(store, latest)
-    hints = _hints(store, schema_versions)  # first: what it finds wrong is among the problems
+    hints = _hints(store, schema_versions, overviews)  # first: what it finds wrong is among the problems
     # before the problems: what is marked checked now has its problems in the logs already
     out["checked"] = checked_summary(store, paths)
     out["problems"] = [p.to_dict() for p in store.findings()]
@@ -83,14 +84,22 @@ def checked_summary(store, paths) -> dict:
     return store.checked.summary(store, array_files(store), paths)
 
 
-def _fragment_versions(store, paths) -> list[int]:
-    return sorted({n.assumed_format_version for n in map(store.timestamped_name, paths) if n is not None})
-
-
-def _hints(store, schema_versions) -> list:
-    from .hints import array_hints
+def _overviews(store) -> list:
+    """Every fragment's overview (store/fragment_overview.py), made once for the versions and the hints."""
+    from ..store.fragment_overview import fragment_overviews
     try:
-        return array_hints(store, schema_versions)
+        return fragment_overviews(store)
+    except Exception as exc:  # noqa: BLE001 -- array.yaml shows the rest whatever a fragment meets
+        store.problems.add_error(exc, "", "array hints")
+        return None
+
+
+def _hints(store, schema_versions, overviews) -> list:
+    from .hints import array_hints
+    if overviews is None:
+        return []
+    try:
+        return array_hints(store, schema_versions, overviews)
     except Exception as exc:  # noqa: BLE001 -- array.yaml shows the rest whatever a hint meets
         store.problems.add_error(exc, "", "array hints")
         return []

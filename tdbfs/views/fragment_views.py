@@ -13,8 +13,7 @@ from .describe.fragment_metadata import (describe_footer, describe_fragment_summ
                                          describe_rtree_level)
 from ..store import decode_pool
 from ..store.fragment import Fragment
-from ..store.fragment_interface import (DATA, LEGACY0X, STREAM_SUFFIX, VALIDITY, VAR, FragmentLike,
-                                        streams)
+from ..store.fragment_interface import DATA, LEGACY0X, STREAM_SUFFIX, VALIDITY, VAR, FragmentLike, streams
 from ..store.dense_grid import dense_grid
 from ..store.problems import unique
 from . import layout_views
@@ -81,10 +80,16 @@ def _fragment_children(frag: FragmentLike, token) -> dict:
         "fields": StaticDir(guarded_children(lambda: _field_links(frag), frag), immutable=fixed, mtime=t),
     })
     out.update(cells_children(frag, key, fixed))
-    out["raw"] = StaticDir(lambda: {n: RawFile(store, f"{rel}/{n}", size, t, fixed) for n, size in frag.files()},
-                           immutable=fixed, mtime=t)
+    out["raw"] = StaticDir(guarded_children(
+        lambda: {n: RawFile(store, f"{rel}/{n}", size, t, fixed) for n, size in frag.files()}, frag),
+        immutable=fixed, mtime=t)
     out.update(own.map_children(frag, key, fixed))
     return out
+
+
+def tile_count_or_none(frag: FragmentLike, field) -> int | None:
+    """The field's tile count; None (its problem recorded) when its tile offsets do not decode."""
+    return frag.attempt(lambda: frag.tile_count(field.idx), frag._file(frag.METADATA_FILE), "tile offsets")
 
 
 class RawFile(FileNode):
@@ -261,17 +266,16 @@ def _field_links(frag: FragmentLike) -> dict:
 # -- attrs/<stem>/ and dims/<stem>/ ------------------------------------------------------
 
 def _field_dirs(frag: FragmentLike, dims: bool, key, fixed: bool) -> dict:
-    own = own_views(frag)
-    out = {}
+    own, out, t = own_views(frag), {}, frag.mtime()
     for f in frag.stored_fields():
         if (f.kind in (fm.DIMENSION, fm.COORDS)) != dims:
             continue
-        out[f.stem] = StaticDir(lambda f=f: _tile_files(frag, f, key, fixed), immutable=fixed, mtime=frag.mtime())
+        out[f.stem] = StaticDir(guarded_children(lambda f=f: _tile_files(frag, f, key, fixed), frag), fixed, t)
         if f.kind == fm.COORDS:
             # All dimensions in one file (0.x, formats 1-4): shown as stored and split per dimension.
             for j, (name, _) in enumerate(frag.dimensions()):
-                out[own.coords_dim_stem(name, j)] = StaticDir(
-                    lambda j=j, f=f: _coords_dim_files(frag, f, j, key, fixed), immutable=fixed, mtime=frag.mtime())
+                out[own.coords_dim_stem(name, j)] = StaticDir(guarded_children(
+                    lambda j=j, f=f: _coords_dim_files(frag, f, j, key, fixed), frag), fixed, t)
     return out
 
 
@@ -305,7 +309,7 @@ def _coords_dim_files(frag: FragmentLike, coords, j: int, key, fixed: bool) -> d
     own = own_views(frag)
     t = frag.mtime()
     is_string = frag.dimensions()[j][1].is_string
-    ntiles = frag.tile_count(coords.idx)
+    ntiles = tile_count_or_none(frag, coords) or 0
     info_where, where = own.coords_where(frag, coords)
     out = {"info.yaml": yaml_file(lambda: own.coords_dim_info(frag, coords, j), frag.problems, info_where,
                                   "field info", keep=kept(fixed), mtime=t)}
@@ -325,7 +329,7 @@ def _coords_dim_files(frag: FragmentLike, coords, j: int, key, fixed: bool) -> d
 
 def _tile_files(frag: FragmentLike, field, key, fixed: bool) -> dict:
     own = own_views(frag)
-    ntiles = frag.tile_count(field.idx)
+    ntiles = tile_count_or_none(frag, field) or 0
     t = frag.mtime()
     out = {"info.yaml": yaml_file(lambda: own.field_info(frag, field), frag.problems, frag.rel, "field info",
                                   keep=kept(fixed), mtime=t)}
@@ -431,7 +435,9 @@ class TileDBViews:
     def summary_metadata(frag: Fragment) -> dict:
         footer = frag.footer()
         frag.schema()
-        return {"format_version": footer.version,
+        # the version the metadata records replaces the name's (summary_name): a name without `_<v>` only
+        # bounds it (docs/format.md §6.1), and TileDB's FragmentInfo reports the metadata's
+        return {"version": footer.version,
                 "array_schema_name": getattr(footer, "array_schema_name", None) or "__array_schema.tdb"}
 
     @staticmethod
@@ -483,7 +489,7 @@ class TileDBViews:
                 "derived_from": coords.file, "coords_layout": _coords_layout(frag),
                 "filters": {"data": describe_pipeline(frag.pipeline(coords, DATA))},
                 "data_files": {coords.file: dict(frag.files()).get(coords.file)},
-                "tile_count": frag.tile_count(coords.idx)}
+                "tile_count": tile_count_or_none(frag, coords)}
 
     @staticmethod
     def coords_dim_record(frag: Fragment, coords, j: int, k: int, record: dict) -> dict:
@@ -507,7 +513,7 @@ class TileDBViews:
             out["filters"][names[stream]] = describe_pipeline(frag.pipeline(field, stream))
             fname = field.stem + STREAM_SUFFIX[stream]
             out["data_files"][fname] = files.get(fname)
-        out["tile_count"] = frag.tile_count(field.idx)
+        out["tile_count"] = tile_count_or_none(frag, field)
         if field.kind == fm.COORDS:
             out["dimensions"] = [d.name for d in frag.schema().dimensions]
             out["coords_layout"] = _coords_layout(frag)

@@ -13,8 +13,10 @@ OVERLAPS_SHOWN = 10
 CONSOLIDATION_DOC = "https://docs.tiledb.com/main/background/internal-mechanics/consolidation"
 
 
-def array_hints(store, schema_versions) -> list[dict]:
-    overviews = fragment_overviews(store)
+def array_hints(store, schema_versions, overviews=None) -> list[dict]:
+    """`overviews`: fragment_overviews(store), when the caller has made them already."""
+    if overviews is None:
+        overviews = fragment_overviews(store)
     live = [o for o in overviews if o.live]
     return [_fragment_count(store, overviews, live), _not_vacuumed(store, overviews), _overlaps(live),
             _format(overviews, schema_versions)]

@@ -143,8 +143,9 @@ Problems
 Each entry of a `problems` list has `file` (relative to the array folder),
 `structure`, `offset` (a byte offset in that file; null only for a finding
 about a whole file), `message` and `severity`: `error`, or `warning` for states
-TileDB itself leaves behind or ignores (extra files, fragments consolidated but
-not yet vacuumed).
+TileDB itself ignores (extra files). A state TileDB means to leave (fragments
+consolidated but not yet vacuumed, deleted cells, an evolved schema) is a hint
+of array.yaml, not a problem.
   * Complete from the first read: what the folder listings, lstat and the
     footers show (commit state, missing and extra files, file sizes against
     the footer, entries that are not regular files). fragment.yaml and

@@ -38,12 +38,42 @@ def test_arrays_tiledb_writes_are_clean(array_factory, snapshot, kind, options):
     assert snapshot(built.path) == before          # never writes to the array
 
 
-def test_consolidated_not_vacuumed_is_a_warning(array_factory):
-    built = array_factory("consolidated")
+@pytest.mark.parametrize("kind, options", [
+    ("consolidated", {}),                                               # fragments, no vacuum
+    ("consolidated", {"sparse": False}),
+    ("consolidated", {"fragment_meta": True}),                         # footers too, no vacuum
+    ("fragment_meta", {}),                                              # footers only, no vacuum
+    ("commits", {"then_fragments": False}),                             # commits, no vacuum
+    ("metadata", {"consolidate_meta": True}),                           # array metadata, no vacuum
+    ("deletes", {}),                                                    # deletes consolidated, no vacuum
+])
+def test_consolidated_not_vacuumed_is_a_hint_not_a_problem(array_factory, kind, options):
+    """Consolidation without vacuum is a state TileDB means to leave (readers skip what a vacuum file
+    lists): array.yaml and every fragment.yaml show `problems: []`, `tdbfs check` exits 0 with no warning
+    line, and the `not_vacuumed` hint counts the fragments a vacuum would remove."""
+    import yaml
+    from tdbfs.views.nodes import resolve
+    from tdbfs.views.tree import build_root
+    built = array_factory(kind, **options)
     result = _check(built.path)
-    assert result.clean
-    listed = [p for p in result.warnings if p.structure == "vacuum file"]
-    assert len(listed) == 3 and all(p.file.endswith(".vac") and "live fragment" in p.message for p in listed)
+    assert result.clean and result.problems == [], [p.line() for p in result.problems]
+    root = build_root(ArrayStore(str(built.path)))
+
+    def doc(path):
+        node = resolve(root, path)
+        return yaml.safe_load(node.read(0, node.size()))
+
+    summary = doc("array.yaml")
+    assert summary["problems"] == []
+    for name in resolve(root, "fragments").children():
+        assert doc(f"fragments/{name}/fragment.yaml")["problems"] == [], name
+    (hint,) = [h for h in summary["hints"] if h["hint"] == "not_vacuumed"]
+    listed = sum(1 for line in (p.read_text() for p in built.path.glob("__commits/*.vac")) for _ in line.split())
+    assert hint["fragments"] == listed
+    if kind == "consolidated" and not options:
+        assert listed == 3
+        res = subprocess.run(CLI + [str(built.path)], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0 and "warning" not in res.stdout + res.stderr and "clean" in res.stdout
 
 
 def test_checksum_failure_is_a_problem_and_the_bytes_stay_readable(array_factory):
@@ -167,3 +197,40 @@ def test_legacy0x_array_decodes_every_tile(tmp_path):
     result = check_array(open_array(path))
     assert result.counts["files"] > 5
     assert result.clean, [p.line() for p in result.problems]
+
+
+def test_lossy_filter_tiles_are_clean_and_swapped_ones_still_found(tmp_path):
+    """TileDB records a tile's min/max before the filters run: FLOAT_SCALE's values come back within half
+    a step (scale / 2) of them, which is no problem; a FLOAT_SCALE whose integers overflow their byte width
+    gives no bound, so nothing is compared. Two tiles swapped are still found, outside that precision."""
+    import numpy as np
+    import tiledb
+    path = str(tmp_path / "lossy")
+    dom = tiledb.Domain(tiledb.Dim("d0", domain=(0, 999), tile=100, dtype=np.int32))
+    attrs = [tiledb.Attr("a0", dtype=np.float64, filters=tiledb.FilterList([tiledb.FloatScaleFilter(0.01, 0.5, 4)])),
+             tiledb.Attr("a1", dtype=np.float32,
+                         filters=tiledb.FilterList([tiledb.FloatScaleFilter(0.25, -1.0, 2), tiledb.ZstdFilter()])),
+             tiledb.Attr("a2", dtype=np.float64, filters=tiledb.FilterList([tiledb.FloatScaleFilter(0.001, 0.0, 1)]))]
+    tiledb.Array.create(path, tiledb.ArraySchema(domain=dom, attrs=attrs, sparse=True, capacity=20))
+    rng = np.random.default_rng(1)
+    with tiledb.open(path, "w") as A:
+        A[np.arange(100, dtype=np.int32)] = {"a0": rng.uniform(-48, 49.6, 100),
+                                             "a1": rng.uniform(-100, 100, 100).astype(np.float32),
+                                             "a2": rng.uniform(-48, 49.6, 100)}
+    result = _check(path)
+    assert result.clean and result.problems == [], [p.line() for p in result.problems]
+    assert result.counts["tiles"] == 20      # 5 tiles of d0, a0, a1 and a2
+    frag = ArrayStore(path).fragments()[0]
+    a0 = frag.field_by_stem("a0")
+    t0, t1 = frag.location(a0, 0, DATA), frag.location(a0, 1, DATA)
+    assert t0.persisted_size == t1.persisted_size
+    with open(os.path.join(path, t0.file), "r+b") as f:
+        first = f.read(t0.persisted_size)
+        f.seek(t1.offset)
+        second = f.read(t1.persisted_size)
+        f.seek(t0.offset)
+        f.write(second + first)
+    result = _check(path)
+    bad = sorted((p.structure, p.offset) for p in result.errors if p.file == t0.file and "values span" in p.message)
+    assert bad == [("tile 0", t0.offset), ("tile 1", t1.offset)], [p.line() for p in result.problems]
+    assert all("lossy filter" in p.message for p in result.errors)

@@ -137,7 +137,7 @@ def test_consolidated_meta_errors(tmp_path):
     # an absurd fragment count
     with pytest.raises(FormatError) as e:
         parse_consolidated_fragment_metadata(struct.pack("<I", 2**31) + payload[4:], rel)
-    assert e.value.offset == 4
+    assert e.value.offset == 0      # the count that cannot be right
     # a name longer than the payload
     bad = payload[:4] + struct.pack("<Q", 2**40) + payload[12:]
     with pytest.raises(FormatError) as e:

@@ -87,3 +87,20 @@ def test_output_types():
     assert output_type(FilterSpec(6, {"reinterpret_type": "ANY"}), u16) is u16
     assert output_type(FilterSpec(2), u16) is u16
     assert output_type(FilterSpec(99), u16) is u16
+
+
+def test_value_tolerance_of_lossy_filters():
+    """TileDB takes a tile's min/max before the filters run: SCALE_FLOAT's values come back within half a
+    step while their integers fit the byte width; lossy WEBP has no bound; lossless pipelines are exact."""
+    def spec(name, **options):
+        return FilterSpec(reg.filter_id(name), options)
+
+    scale = spec("SCALE_FLOAT", scale=0.25, offset=-1.0, byte_width=2)
+    assert reg.value_tolerance([spec("ZSTD"), spec("BYTESHUFFLE")], -5.0, 5.0) == 0.0
+    assert reg.value_tolerance([scale, spec("ZSTD")], -100.0, 100.0) == 0.125
+    # a 2-byte integer holds -32768..32767 steps: -8193.0..8190.75 are kept, beyond that nothing is known
+    assert reg.value_tolerance([scale], -8193.0, 8190.75) == 0.125
+    assert reg.value_tolerance([scale], -8193.0, 8191.0) is None
+    assert reg.value_tolerance([spec("SCALE_FLOAT", scale=0.0, offset=0.0, byte_width=4)], 0.0, 1.0) is None
+    assert reg.value_tolerance([spec("WEBP", lossless=False)], 0.0, 255.0) is None
+    assert reg.value_tolerance([spec("WEBP", lossless=True)], 0.0, 255.0) == 0.0

@@ -864,7 +864,8 @@ def test_footer_truncation_offsets(tmp_path):
     ned_at = 4 + 8 + name_len + 2
     tile_num_at = ned_at + 16
     for cut, field_at, what in [(2, 0, "version"), (4 + 3, 4, "array schema name length"),
-                                (4 + 8 + name_len - 1, 12, "array schema name"),
+                                # a name the footer cannot hold: at its length, the number that is wrong
+                                (4 + 8 + name_len - 1, 4, "array schema name length"),
                                 (ned_at + 5, ned_at, "non-empty domain"),
                                 (tile_num_at + 3, tile_num_at, "sparse_tile_num"),
                                 (length - 1, length - 8, "processed conditions")]:
@@ -966,18 +967,19 @@ def test_substructure_truncation(tmp_path):
     assert len(rt_payload) == 8 + (8 + 16) + (8 + 2 * 16)
     with pytest.raises(FormatError) as e:
         fm.parse_rtree(rt_payload[:-1], FMD, frag.schema.dimensions, 22)
-    assert e.value.offset == 8 + 24 + 8 and e.value.within == "R-tree" and "level 1" in e.value.message
+    # at level 1's MBR count, which the bytes left cannot hold
+    assert e.value.offset == 8 + 24 and e.value.within == "R-tree" and "level 1" in e.value.message
     with pytest.raises(FormatError) as e:
         fm.parse_rtree(rt_payload + b"\0", FMD, frag.schema.dimensions, 22)
     assert e.value.offset == len(rt_payload)
     huge = rt_payload[:4] + struct.pack("<I", 2**31) + rt_payload[8:]
     with pytest.raises(FormatError) as e:
         fm.parse_rtree(huge, FMD, frag.schema.dimensions, 22)
-    assert e.value.offset == 8
+    assert e.value.offset == 4      # the level count itself
     # u64 lists: a count larger than the payload
     with pytest.raises(FormatError) as e:
         fm.parse_u64_list(struct.pack("<Q", 2**60) + b"\0" * 16, FMD, "tile offsets")
-    assert e.value.offset == 8 and e.value.within == "tile offsets"
+    assert e.value.offset == 0 and e.value.within == "tile offsets"      # the count itself
     offs = frag.u64s("tile_offsets", 0)
     assert fm.parse_u64_list(struct.pack("<Q", len(offs)) + offs.tobytes(), FMD, "x").tolist() == offs.tolist()
     with pytest.raises(FormatError) as e:
@@ -1007,7 +1009,7 @@ def test_substructure_truncation(tmp_path):
     assert e.value.offset == 16 and "multiple" in e.value.message
     with pytest.raises(FormatError) as e:
         fm.parse_tile_sums(struct.pack("<Q", 3) + b"\0" * 16, FMD, a)
-    assert e.value.offset == 8
+    assert e.value.offset == 0      # the count the bytes cannot hold
     summary = frag.payload(frag.gto.fragment_min_max_sum_null_count)
     with pytest.raises(FormatError) as e:
         fm.parse_fragment_min_max_sum_null_count(summary[:-4], FMD, frag.fields)

@@ -135,6 +135,14 @@ class Footer:
     fields: FieldSpace | None = field(default=None, compare=False, repr=False)
     null_domain_padding: int = 0              # zero bytes after a null non-empty domain (§8 #12)
     notes: tuple[str, ...] = ()               # oddities found that did not stop decoding
+    #: where fields start, as `offset` (file or payload offset): "sparse_tile_num", "last_tile_cell_num",
+    #: and of each list ("file_sizes", ...) its first entry; a finding about a number points at it
+    field_offsets: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def field_offset(self, name: str, index: int = 0) -> int | None:
+        """Where the footer holds `name` (entry `index` of a list of u64s); None when not recorded."""
+        at = self.field_offsets.get(name)
+        return None if at is None else at + 8 * index
 
     @property
     def tile_num(self) -> int | None:
@@ -171,40 +179,52 @@ def _parse_footer_tail(cur: Cursor, version: int, schema, domain_pad: int):
             raise cur.error("bytes after a null non-empty domain are not the writer's zero padding",
                             cur.pos - domain_pad)
     out: dict = {}
+    at = out["field_offsets"] = {"sparse_tile_num": cur.offset}
     out["sparse_tile_num"] = cur.u64("sparse_tile_num")
+    at["last_tile_cell_num"] = cur.offset
     out["last_tile_cell_num"] = cur.u64("last_tile_cell_num")
     out["has_timestamps"] = cur.bool("has_timestamps") if version >= 14 else None
     out["has_delete_meta"] = cur.bool("has_delete_meta") if version >= 15 else None
     fields = build_field_space(schema, version, bool(out["has_timestamps"]), bool(out["has_delete_meta"]))
     n, nv = fields.count, fields.var_count
+    at["file_sizes"] = cur.offset
     out["file_sizes"] = read_u64s(cur, n, "file_sizes")
+    at["file_var_sizes"] = cur.offset
     out["file_var_sizes"] = read_u64s(cur, nv, "file_var_sizes")
-    out["file_validity_sizes"] = read_u64s(cur, n, "file_validity_sizes") if version >= 7 else None
-    g: dict = {"rtree": cur.u64("R-tree generic tile offset")}
-    g["tile_offsets"] = read_u64s(cur, n, "tile_offsets generic tile offsets")
-    g["tile_var_offsets"] = read_u64s(cur, nv, "tile_var_offsets generic tile offsets")
-    g["tile_var_sizes"] = read_u64s(cur, nv, "tile_var_sizes generic tile offsets")
+    out["file_validity_sizes"] = None
     if version >= 7:
-        g["tile_validity_offsets"] = read_u64s(cur, n, "tile_validity_offsets generic tile offsets")
+        at["file_validity_sizes"] = cur.offset
+        out["file_validity_sizes"] = read_u64s(cur, n, "file_validity_sizes")
+    at["rtree"] = cur.offset
+    g: dict = {"rtree": cur.u64("R-tree generic tile offset")}
+
+    def offsets(kind: str, count: int) -> None:
+        at[kind] = cur.offset
+        g[kind] = read_u64s(cur, count, f"{kind} generic tile offsets")
+
+    offsets("tile_offsets", n)
+    offsets("tile_var_offsets", nv)
+    offsets("tile_var_sizes", nv)
+    if version >= 7:
+        offsets("tile_validity_offsets", n)
     notes = []
     if version >= 11:
-        g["tile_min_offsets"] = read_u64s(cur, n, "tile_min_offsets generic tile offsets")
-        g["tile_max_offsets"] = read_u64s(cur, n, "tile_max_offsets generic tile offsets")
-        g["tile_sum_offsets"] = read_u64s(cur, n, "tile_sum_offsets generic tile offsets")
-        g["tile_null_count_offsets"] = read_u64s(cur, n, "tile_null_count_offsets generic tile offsets")
-    if version >= 12:
+        for kind in ("tile_min_offsets", "tile_max_offsets", "tile_sum_offsets", "tile_null_count_offsets"):
+            offsets(kind, n)
+    if version >= 12 or (version == 11 and cur.remaining == 8):
+        if version == 11:
+            # Written by the back-compat v11 writer of TileDB >= 2.8, never by 2.7 (§8 #11).
+            notes.append("format 11 footer carries a fragment min/max/sum/null count offset (later writers' "
+                         "extra u64)")
+        at["fragment_min_max_sum_null_count"] = cur.offset
         g["fragment_min_max_sum_null_count"] = cur.u64("fragment min/max/sum/null count generic tile offset")
-    elif version == 11 and cur.remaining == 8:
-        # Written by the back-compat v11 writer of TileDB >= 2.8, never by 2.7 (§8 #11).
-        g["fragment_min_max_sum_null_count"] = cur.u64("fragment min/max/sum/null count generic tile offset")
-        notes.append("format 11 footer carries a fragment min/max/sum/null count offset (later writers' extra u64)")
     if version >= 16:
+        at["processed_conditions"] = cur.offset
         g["processed_conditions"] = cur.u64("processed conditions generic tile offset")
     sections = None
     if version >= 23:
         sections = []
-        count = cur.u32("optional section count")
-        cur.count(count, 12, "optional sections")
+        count = cur.u32_count(12, "optional section count", "optional sections")
         for k in range(count):
             at = cur.pos
             sid = cur.u64(f"optional section {k} identifier")
@@ -255,11 +275,7 @@ def parse_footer(data, file: str, schema, offset: int, length: int,
         notes.append(note)
     schema_name = None
     if version >= 10:
-        at = cur.pos
-        name_len = cur.u64("array schema name length")
-        if name_len == 0:
-            raise cur.error("array schema name length is 0", at)
-        schema_name = _schema_name(cur, name_len)
+        schema_name = _schema_name(cur)
     dense = cur.bool("dense")
     null_ned = cur.bool("null non-empty domain")
     dims = schema.dimensions
@@ -308,16 +324,19 @@ def peek_footer_schema_name(data, file: str, offset: int = 0, *, base: int = 0,
     _check_version(version, cur, offset)
     if version < 10:
         return version, None
+    return version, _schema_name(cur)
+
+
+def _schema_name(cur: Cursor) -> str:
+    """The footer's schema name (after its u64 length): a file name in __schema/, which callers open. A NUL
+    or a path separator (damage) would make that open fail with ValueError or leave the folder. A length
+    the footer cannot hold is the wrong number, reported where it is."""
     at = cur.pos
     n = cur.u64("array schema name length")
     if n == 0:
         raise cur.error("array schema name length is 0", at)
-    return version, _schema_name(cur, n)
-
-
-def _schema_name(cur: Cursor, n: int) -> str:
-    """The footer's schema name: a file name in __schema/, which callers open. A NUL or a path
-    separator (damage) would make that open fail with ValueError or leave the folder."""
+    if n > cur.remaining:
+        raise cur.error(f"array schema name length {n} exceeds the {cur.remaining} bytes that remain", at)
     at = cur.pos
     name = cur.string(n, "array schema name")
     if "\0" in name or "/" in name or "\\" in name or name in (".", ".."):

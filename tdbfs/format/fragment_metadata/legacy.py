@@ -52,17 +52,16 @@ def parse_legacy_fragment_metadata(payload, file: str, schema, *,
     rec = mbr_dtype(dims)
     if not rec.itemsize:
         raise cur.error("the schema has no dimensions", 0)
-    mbr_num = cur.u64("MBR count")
+    mbr_num = cur.u64_count(rec.itemsize, "MBR count", "MBRs")
     mbrs = cur.array(mbr_num, rec, "MBRs")
     level = RTreeLevel(mbr_num, tuple(np.ascontiguousarray(mbrs[f"d{j}"]) for j in range(D)))
-    bnum = cur.u64("bounding coordinates count")
-    cur.count(bnum, rec.itemsize, "bounding coordinates")
+    bnum = cur.u64_count(rec.itemsize, "bounding coordinates count", "bounding coordinates")
     bounding = cur.array(bnum * rec.itemsize, np.uint8, "bounding coordinates").reshape(bnum, rec.itemsize)
 
     def lists(count: int, what: str):
         out = []
         for k in range(count):
-            n = cur.u64(f"{what} {k} count")
+            n = cur.u64_count(8, f"{what} {k} count", f"{what} {k}")
             out.append(cur.u64_array(n, f"{what} {k}"))
         return tuple(out)
 

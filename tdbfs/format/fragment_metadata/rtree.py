@@ -59,16 +59,16 @@ def parse_rtree(payload, file: str, schema_dims, version: int, *, within: str = 
     fanout = cur.u32("fanout")
     if version < 5:
         datatype = cur.u8("datatype")
-    level_num = cur.u32("level count")
-    cur.count(level_num, 8, "R-tree levels")
+    level_num = cur.u32_count(8, "level count", "R-tree levels")
     all_fixed = all(not d.var_sized for d in dims)
     fixed_size = sum(2 * d.coord_size for d in dims if not d.var_sized)
     min_mbr = fixed_size + 16 * sum(1 for d in dims if d.var_sized)
     levels = []
     for lv in range(level_num):
+        at = cur.pos
         n = cur.u64(f"level {lv} MBR count")
         if min_mbr:
-            cur.count(n, min_mbr, f"level {lv} MBRs")
+            cur.count(n, min_mbr, f"level {lv} MBRs", at)
         elif n:
             raise cur.error(f"level {lv} has {n} MBRs but the schema has no dimensions")
         if all_fixed:

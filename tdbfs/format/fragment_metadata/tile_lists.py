@@ -13,7 +13,7 @@ from .fields import COORDS, Field
 def parse_u64_list(payload, file: str, structure: str, *, within: str | None = None) -> np.ndarray:
     """`u64 n, u64[n]`: tile offsets, var offsets, var sizes, validity offsets, null counts."""
     cur = Cursor(payload, file, structure, within=structure if within is None else within)
-    n = cur.u64("count")
+    n = cur.u64_count(8, "count", "values")
     values = cur.u64_array(n, "values")
     if cur.remaining:
         raise cur.error(f"{cur.remaining} bytes remain after {n} values")
@@ -25,8 +25,8 @@ def count_u64_list(payload, file: str, structure: str, *, within: str | None = N
     """The `n` of `u64 n, u64[n]`, checked as parse_u64_list checks it (the same errors), without
     building the values: listing a dense fragment's tiles then needs no numpy (tdbfs/lazy.py)."""
     cur = Cursor(payload, file, structure, within=structure if within is None else within)
-    n = cur.u64("count")
-    cur.skip(8 * cur.count(n, 8, "values"), "values")
+    n = cur.u64_count(8, "count", "values")
+    cur.skip(8 * n, "values")
     if cur.remaining:
         raise cur.error(f"{cur.remaining} bytes remain after {n} values")
     return n
@@ -87,7 +87,7 @@ def parse_tile_sums(payload, file: str, f: Field, *, within: str | None = None) 
     """Per-tile sums of field `f`: `u64 n, n x 8 bytes` as int64, uint64 or float64 by type (§5.5)."""
     label = f"tile sums of {field_label(f)}"
     cur = Cursor(payload, file, label, within=label if within is None else within)
-    n = cur.u64("count")
+    n = cur.u64_count(8, "count", "sums")
     values = cur.array(n, f.sum_dtype, "sums")
     if cur.remaining:
         raise cur.error(f"{cur.remaining} bytes remain after {n} sums")
