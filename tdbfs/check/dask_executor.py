@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import os
 import threading
 import uuid
 import warnings
@@ -38,13 +37,14 @@ _NOISY_LOGGERS = ("distributed", "tornado")
 
 
 class DaskExecutor:
-    """An executor of work.py tasks on the cluster whose scheduler is at `address` (`tcp://host:port`, or the
-    path of a scheduler file). Connects at once, so an unreachable scheduler fails before the check
-    starts; `close()` (or `with`) disconnects."""
+    """An executor of work.py tasks on the cluster whose scheduler is at `address` (`tcp://host:port`), or at
+    `scheduler` where `address` named a scheduler file the front end read (messages name `address`).
+    Connects at once, so an unreachable scheduler fails before the check starts; `close()` (or `with`)
+    disconnects."""
 
-    def __init__(self, address: str, connect_timeout: float = CONNECT_TIMEOUT_S):
+    def __init__(self, address: str, connect_timeout: float = CONNECT_TIMEOUT_S, scheduler: str | None = None):
         self.address = address
-        self.client = _connect(address, connect_timeout)
+        self.client = _connect(address, connect_timeout, scheduler or address)
         self._checked: set = set()   # fingerprints the workers were already asked about
 
     def run(self, fn, spec, tasks):
@@ -163,14 +163,19 @@ def fingerprint(key: bytes | None) -> str | None:
     return None if key is None else hashlib.sha256(b"tdbfs key fingerprint\0" + key).hexdigest()
 
 
-def _connect(address: str, timeout: float):
+def require_distributed() -> None:
+    """One line naming the extra when distributed is not installed."""
     try:
-        import distributed
+        import distributed  # noqa: F401
     except ImportError:
         raise CliError(EXTRA_MISSING, code=2) from None
+
+
+def _connect(address: str, timeout: float, scheduler: str):
+    require_distributed()
+    import distributed
+
     _quiet()
-    file_given = "://" not in address and os.path.isfile(address)
-    scheduler = _scheduler_address(address) if file_given else address
     _reachable(scheduler, timeout)
     try:
         client = distributed.Client(scheduler, timeout=timeout, set_as_default=False)
@@ -182,16 +187,6 @@ def _connect(address: str, timeout: float):
         client.close()
         raise CliError(f"the Dask scheduler at {address} has no workers (waited {timeout:g} s)", code=2) from None
     return client
-
-
-def _scheduler_address(path: str) -> str:
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return str(json.load(f)["address"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CliError(f"not a Dask scheduler file: {path} ({_one_line(exc)})", code=2) from None
 
 
 def _reachable(address: str, timeout: float) -> None:

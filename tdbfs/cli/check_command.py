@@ -82,10 +82,26 @@ def _default_jobs(store) -> int:
 
 def _executor(dask: str | None, jobs: int):
     if dask:
-        from ..check.dask_executor import DaskExecutor
-        return DaskExecutor(dask)
+        from ..check.dask_executor import DaskExecutor, require_distributed
+        require_distributed()
+        return DaskExecutor(dask, scheduler=_scheduler_address(dask))
     from ..check.pool import ProcessPool
     return ProcessPool(jobs)
+
+
+def _scheduler_address(address: str) -> str:
+    """The scheduler's address, read from `address` when it names a scheduler file (a path), else itself."""
+    import json
+
+    from ..check.dask_executor import _one_line
+
+    if "://" in address or not os.path.isfile(address):
+        return address
+    try:
+        with open(address, encoding="utf-8") as f:
+            return str(json.load(f)["address"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"not a Dask scheduler file: {address} ({_one_line(exc)})", code=2) from None
 
 
 def _progress_bar(counters):
