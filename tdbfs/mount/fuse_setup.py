@@ -266,5 +266,5 @@ def default_fsname(array_path: str) -> str:
 def access_mask(path: str) -> int:
     """The read/execute bits anyone who can read the array at `path` gets in its view (the store's
     `access_mask`, which every group member's location gets too)."""
-    from .store.storage.local import access_mask as folder_mask
+    from ..store.storage.local import access_mask as folder_mask
     return folder_mask(path)
