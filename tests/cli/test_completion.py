@@ -160,7 +160,7 @@ def test_zsh_completes_the_arguments_of_a_command(zsh_file):
     out = _zsh(zsh_file, f'{_ZSH_STUBS} source {zsh_file}; STATE=argument; seen=; words=(mount ""); _tdbfs')
     assert ":ARRAY:_files -/" in out and ":MNT:_files -/" in out
     assert "(-f --foreground)-f[stay in the foreground (the daemon itself)]" in out
-    assert "*-o[mount options, comma separated (repeatable)]:OPT\\[,OPT\\]:_tdbfs_options_mount" in out
+    assert "*-o[mount options, comma separated (repeatable); check=metadata|full|of...]:OPT\\[,OPT\\]:_tdbfs_options_mount" in out
     assert "--log[daemon log file (default\\: stderr with -f, else none)]:FILE:_files" in out
     out = _zsh(zsh_file, f'{_ZSH_STUBS} source {zsh_file}; STATE=argument; seen=; words=(ls ""); _tdbfs')
     assert "::PATH:->tree" in out
