@@ -15,8 +15,9 @@ from tdbfs.store import ArrayStore
 from tdbfs.views.nodes import resolve
 from tdbfs.views.tree import build_root
 
-#: array.yaml's keys before this change, in order: they stay, and hints come last
-KEYS_BEFORE = ["uri", "array_type", "latest_schema", "format_versions", "counts", "sizes", "encryption", "problems"]
+#: array.yaml's keys before the hints, in order (`checked:` right after `uri`: how far the problems go);
+#: they stay, and hints come last
+KEYS_BEFORE = ["uri", "checked", "array_type", "latest_schema", "format_versions", "counts", "sizes", "encryption", "problems"]
 
 
 def summary(path) -> dict:
