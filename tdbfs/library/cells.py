@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..format import fragment_metadata as fm
-from ..store.dense_grid import dense_dtypes, dense_grid
+from ..store.dense_grid import cells_in_domain
 from ..store.fragment_interface import DATA, VALIDITY, VAR
 from ..views.cells_views import SPECIAL_COLUMNS
 
@@ -47,19 +47,12 @@ def _concatenate(pieces):
 
 def _tile_columns(frag, k: int) -> list:
     """The columns of tile k in the order of _names, rows as cells_rows renders them."""
-    import numpy as np
-
     fields = frag.stored_fields()
     attrs = [f for f in fields if f.kind == fm.ATTRIBUTE]
     specials = [f for f in fields if f.kind in SPECIAL_COLUMNS]
     rows = None
     if frag.dense:
-        grid = dense_grid(frag)
-        coords = grid.cell_coordinates(k, dense_dtypes(frag))
-        keep = np.ones(grid.cells_per_tile, bool)
-        for c, (lo, hi) in zip(coords, frag.non_empty_domain()):
-            keep &= (c >= lo) & (c <= hi)
-        rows = np.flatnonzero(keep)   # the cells of the tile in the non-empty domain, as cells.csv
+        coords, rows = cells_in_domain(frag, k)   # the cells of the tile in the non-empty domain, as cells.csv
         columns = list(coords)
     else:
         coords_field = next((f for f in fields if f.kind == fm.COORDS), None)

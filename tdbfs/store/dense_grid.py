@@ -37,3 +37,16 @@ def _make(frag: FragmentLike) -> DenseTileGrid:
 def dense_dtypes(frag: FragmentLike) -> list:
     """The numpy dtype of each dimension's coordinates."""
     return [dt.dtype for _, dt in frag.dimensions()]
+
+
+def cells_in_domain(frag: FragmentLike, k: int) -> tuple[list, object]:
+    """Dense tile k's coordinates (one array per dimension, every cell of the tile) and the positions of
+    its cells inside the fragment's non-empty domain: the cells a reader sees; the rest is padding."""
+    import numpy as np
+
+    grid = dense_grid(frag)
+    coords = grid.cell_coordinates(k, dense_dtypes(frag))
+    keep = np.ones(grid.cells_per_tile, bool)
+    for c, (lo, hi) in zip(coords, frag.non_empty_domain()):
+        keep &= (c >= lo) & (c <= hi)
+    return coords, np.flatnonzero(keep)

@@ -17,7 +17,7 @@ import bisect
 
 from ..format import fragment_metadata as fm
 from ..lazy import np
-from ..store.dense_grid import dense_dtypes, dense_grid
+from ..store.dense_grid import cells_in_domain
 from ..store.fragment_interface import DATA, VALIDITY, VAR, FragmentLike
 from .common import guarded, guarded_children
 from .nodes import FileNode, StaticDir, with_cost
@@ -138,12 +138,7 @@ def cells_rows(frag: FragmentLike, k: int) -> bytes:
     """The rows of tile k, without the header."""
     _, attrs, specials = _columns(frag)
     if frag.dense:
-        grid = dense_grid(frag)
-        coords = grid.cell_coordinates(k, dense_dtypes(frag))
-        keep = np.ones(grid.cells_per_tile, bool)
-        for c, (lo, hi) in zip(coords, frag.non_empty_domain()):
-            keep &= (c >= lo) & (c <= hi)
-        rows = np.flatnonzero(keep)   # the cells of the tile in the non-empty domain
+        coords, rows = cells_in_domain(frag, k)   # the cells of the tile in the non-empty domain
         columns = [_Numbers(c, 1) for c in coords]
     else:
         columns = _sparse_coordinates(frag, k)
