@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import inspect
 import logging
 import stat
 import threading
@@ -306,6 +307,7 @@ def open_remote(url: str, settings: RemoteSettings | None = None) -> RemoteStora
     backend = _Backend(family, fs, settings, scheme)
     storage = RemoteStorage(backend, root)
     try:
+        _set_up_client(backend)
         found = backend.listing(storage._root)
         if found is None and not _bucket_exists(backend, root.partition("/")[0]):
             raise RemoteOpenError(f"bucket not found: {scheme}://{root.partition('/')[0]}")
@@ -341,6 +343,19 @@ def _make_fs(family: _Family, cls, settings: RemoteSettings, url: str):
     if family is _S3:
         fs.retries = 1
     return fs
+
+
+#: seconds the client's own set-up may take (loading the service's models, reading credentials); not counted in
+#: the first request's deadline, which is about the store's answer
+CLIENT_SETUP_S = 120.0
+
+
+def _set_up_client(backend: _Backend) -> None:
+    """Build the client session before the first request, so that a slow start of the library (botocore loads
+    its service models on first use) is not taken for a store that does not answer."""
+    set_session = getattr(backend.fs, "set_session", None)   # s3fs's; the other backends start in no time
+    if inspect.iscoroutinefunction(set_session):
+        backend._sync(set_session, timeout=CLIENT_SETUP_S)
 
 
 def _bucket_exists(backend: _Backend, bucket: str) -> bool:
