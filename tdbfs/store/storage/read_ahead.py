@@ -15,8 +15,9 @@ class ReadAhead:
     one's ranges, holding at most `budget` bytes; `take(key)` hands a range over (waiting if it is in flight)
     and frees its share of the budget."""
 
-    def __init__(self, fetch):
+    def __init__(self, fetch, workers: int = WORKERS):
         self._fetch = fetch            # fetch(item) -> bytes; item = (key, size, ...)
+        self._workers = max(1, workers)
         self._cond = threading.Condition()
         self._pool: ThreadPoolExecutor | None = None
         self._generation = 0
@@ -35,7 +36,7 @@ class ReadAhead:
             self._held = 0
             self._budget = budget
             if self._pool is None and items:
-                self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="tdbfs-read-ahead")
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="tdbfs-read-ahead")
             self._start_more()
             self._cond.notify_all()
 
