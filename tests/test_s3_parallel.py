@@ -196,5 +196,5 @@ def test_a_footer_that_cannot_be_read_is_that_fragments_problem_alone(server, ma
     rows = [row for row in stats if row.startswith("field,")]
     assert len(rows) == FRAGMENTS   # the one that failed shows its error, the others their numbers
     (failed,) = [row for row in rows if bad in row]
-    assert failed.endswith(tuple("0123456789")) is False and "no answer within" in failed
+    assert "no answer within" in failed   # its error column says why it has no numbers
     assert sum(1 for row in rows if row.split(",")[-1] == "") == FRAGMENTS - 1

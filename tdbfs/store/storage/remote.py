@@ -3,15 +3,19 @@
 Every request costs latency and money, so each primitive is one kind of request:
 - a folder is one paginated LIST (delimiter '/'), which also gives every file's size and mtime;
   it is kept for `listing_ttl_s` (the mount's entry timeout) and fetched again after it, so new
-  fragments appear;
+  fragments appear; a folder marked with `list_tree` (an array's `__fragments/`) is listed with
+  every folder under it in one paginated LIST without a delimiter (listings.py);
 - a byte range is one ranged GET of exactly those bytes, never past the size the listing gave
   (a length read from a damaged file never asks for more than the file holds);
-- a whole file is one GET with the range the listing gave (s3fs would otherwise HEAD it first).
+- a whole file is one GET with the range the listing gave (s3fs would otherwise HEAD it first);
+- ranges read ahead (the tiles `tdbfs check` is about to decode, the footers a summary is about to
+  parse) go out `RemoteSettings.requests` at a time, each retried as any other.
 Object stores have no folder objects and no symlinks: a folder is a common prefix of keys, so an
 empty folder (TileDB's empty `__commits/` on a local disk) does not exist, and a folder's mtime is
 its newest object's, with its number of entries in the nanoseconds (LastModified ticks in seconds)
 so that a vacuum, which only removes, changes it too. Every request is retried up to the deadline
-(retry.py). A store that gave no answer within it is taken as down for one more deadline: requests
+(retry.py). A store that gave no answer within it (to that request or any other: an error status
+for one object is an answer) is taken as down for one more deadline: requests
 then fail at once and listings are served as last seen, so the daemon keeps serving what it knows
 instead of making every reader wait out a deadline of its own. fsspec's own listings cache is off (freshness is decided here) and each
 storage gets its own client (`skip_instance_cache`), whose requests run on fsspec's I/O thread.
