@@ -181,7 +181,7 @@ def test_a_footer_that_cannot_be_read_is_that_fragments_problem_alone(server, ma
     proxy = _FailingProxy(server.port, f"{bad}/__fragment_metadata.tdb")
     try:
         settings = RemoteSettings(options={"s3": {"endpoint_url": f"http://127.0.0.1:{proxy.port}"}},
-                                  listing_ttl_s=60, timeout_s=1.0, requests=8)
+                                  listing_ttl_s=60, timeout_s=4.0, requests=8)
         root = build_root(open_object(open_storage(many, settings)))
         summary = yaml.safe_load(bytes(walk(root, "array.yaml")[0].read(0, 1 << 20)))
         stats = bytes(walk(root, "stats.csv")[0].read(0, 1 << 20)).decode().splitlines()

@@ -23,6 +23,7 @@ storage gets its own client (`skip_instance_cache`), whose requests run on fsspe
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import errno
 import inspect
@@ -38,7 +39,7 @@ from .counters import RequestCounters
 from .listings import Listing, Listings, absent, flat_listing, tree_listings
 from .range_cache import RangeCache
 from .read_ahead import ReadAhead
-from .retry import DEFAULT_TIMEOUT_S, RemoteIOError, one_line, retrying
+from .retry import DEFAULT_TIMEOUT_S, RemoteIOError, one_line, retrying, retrying_async
 
 __all__ = ["RemoteOpenError", "RemoteSettings", "RemoteStorage", "open_remote"]
 
@@ -107,40 +108,71 @@ class _Backend:
         # tiles (`tdbfs check`) and small files (a summary's footers) each a plan of their own: a background
         # check and a render of array.yaml running together do not drop each other's reads
         self.read_ahead = ReadAhead(fetch, settings.requests)
-        self.small_ahead = ReadAhead(fetch, settings.requests)
+        self.small_ahead = ReadAhead(fetch, settings.requests, loop=fs.loop,
+                                     fetch_async=lambda item: self.get_async(*item[2:]))
 
     def url(self, path: str) -> str:
         return f"{self.scheme}://{path}"
 
     def request(self, call, what: str):
         """call(seconds_left), retried up to the deadline; RemoteIOError at once while the store is down."""
-        left = self._down_until - time.monotonic()
-        if left > 0:
-            raise _NotAsked(what, f"not asked: the store gave no answer within {self.settings.timeout_s:g} s "
-                                      f"and is asked again in {left:.0f} s")
+        self._not_down(what)
+        start = time.monotonic()
+
         def answered(left: float):
             try:
                 return call(left)
             except Exception as exc:
-                if _is_answer(exc):
-                    self._answered = time.monotonic()
+                self._note_answer(exc)
                 raise
 
-        start = time.monotonic()
         try:
             with self.counters.in_flight():
                 got = retrying(answered, what, self.settings.timeout_s)
-        except RemoteIOError:
-            # down only if the store gave no answer meanwhile: one object that keeps failing (an error status
-            # for it alone) is that object's failure, not the store's, and the other requests go on
-            if self._answered < start:
-                self._down_until = time.monotonic() + self.settings.timeout_s
-            raise
-        except OSError:
-            self._answered = time.monotonic()   # an answer (no such object, access denied)
+        except OSError as exc:
+            self._failed(exc, start)
             raise
         self._answered = time.monotonic()
         return got
+
+    async def request_async(self, call, what: str):
+        """`request` on fsspec's event loop: await call(seconds_left)."""
+        self._not_down(what)
+        start = time.monotonic()
+
+        async def answered(left: float):
+            try:
+                return await call(left)
+            except Exception as exc:
+                self._note_answer(exc)
+                raise
+
+        try:
+            with self.counters.in_flight():
+                got = await retrying_async(answered, what, self.settings.timeout_s)
+        except OSError as exc:
+            self._failed(exc, start)
+            raise
+        self._answered = time.monotonic()
+        return got
+
+    def _not_down(self, what: str) -> None:
+        left = self._down_until - time.monotonic()
+        if left > 0:
+            raise _NotAsked(what, f"not asked: the store gave no answer within {self.settings.timeout_s:g} s "
+                                  f"and is asked again in {left:.0f} s")
+
+    def _note_answer(self, exc: BaseException) -> None:
+        if _is_answer(exc):
+            self._answered = time.monotonic()
+
+    def _failed(self, exc: OSError, start: float) -> None:
+        if not isinstance(exc, RemoteIOError):
+            self._answered = time.monotonic()   # an answer (no such object, access denied)
+        elif self._answered < start:
+            # down only if the store gave no answer meanwhile: one object that keeps failing (an error status
+            # for it alone) is that object's failure, not the store's, and the other requests go on
+            self._down_until = time.monotonic() + self.settings.timeout_s
 
     def _sync(self, method, *args, timeout: float, **kwargs):
         from fsspec.asyn import sync
@@ -199,19 +231,39 @@ class _Backend:
     def get(self, path: str, version: tuple, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size) of the file `path` (of that version): the range cache, else one GET."""
         url = self.url(path)
+        data = self._kept_range(url, version, offset, size)
+        if data is not None:
+            return data
+        data = self.request(lambda left: self._sync(self.fs._cat_file, path, start=offset, end=offset + size,
+                                                    timeout=left), f"{url} bytes {offset}-{offset + size - 1}")
+        return self._got(url, version, offset, size, data)
+
+    async def get_async(self, path: str, version: tuple, offset: int, size: int) -> bytes:
+        """`get` on fsspec's event loop: many of them in flight cost no thread each (read ahead)."""
+        url = self.url(path)
+        data = self._kept_range(url, version, offset, size)
+        if data is not None:
+            return data
+
+        async def call(left: float):
+            return await asyncio.wait_for(self.fs._cat_file(path, start=offset, end=offset + size), left)
+        data = await self.request_async(call, f"{url} bytes {offset}-{offset + size - 1}")
+        return self._got(url, version, offset, size, data)
+
+    def _kept_range(self, url: str, version: tuple, offset: int, size: int) -> bytes | None:
         cache = self.range_cache
         if cache is not None:
             data = cache.get(url, version, offset, size)
             if data is not None and len(data) == size:
                 self.counters.add(cache_hits=1)
                 return data
-        what = f"{url} bytes {offset}-{offset + size - 1}"
-        data = self.request(lambda left: self._sync(self.fs._cat_file, path, start=offset, end=offset + size,
-                                                    timeout=left), what)
+        return None
+
+    def _got(self, url: str, version: tuple, offset: int, size: int, data) -> bytes:
         data = bytes(data[:size])
         self.counters.add(gets=1, bytes_read=len(data))
-        if cache is not None and len(data) == size:
-            cache.put(url, version, offset, size, data)
+        if self.range_cache is not None and len(data) == size:
+            self.range_cache.put(url, version, offset, size, data)
         return data
 
 
