@@ -4,8 +4,10 @@ A LIST with the delimiter '/' gives one folder: its files (size, mtime, ETag) an
 (common prefixes). A LIST without a delimiter gives every object under a prefix at once, in pages
 of 1,000 (S3, GCS) or 5,000 (Azure) keys: the listing of the folder and of every folder under it.
 An array's `__fragments/` is listed that way (docs/format.md §2: a fragment folder holds a handful
-of files), so that the first look at any fragment, and a summary over all of them, needs no LIST
-of its own: 2,000 fragments of 5 files are 10 pages instead of 2,001 requests.
+of files) the first time, and in a pass over its fragments, so that the first look at any fragment,
+and a summary over all of them, needs no LIST of its own: 2,000 fragments of 5 files are 10 pages
+instead of 2,001 requests. Whether the folder changed since is asked with a LIST of it alone, a page
+per 1,000 fragments, not per 1,000 files (remote.py, `_tree_for`).
 
 A listing is trusted for the TTL after its fetch. Within a pass (`Listings.pinned`, a summary's
 render), every listing that was trusted when the pass began stays trusted until it ends: a render
@@ -73,13 +75,12 @@ def flat_listing(path: str, infos: list[dict], mtime_ns, dir_mode: int, file_mod
 
 def tree_listings(path: str, infos, mtime_ns, dir_mode: int, file_mode: int) -> dict[str, Listing]:
     """{folder: listing} of `path` and of every folder under it, from the objects one LIST without a
-    delimiter gave (their full names). Each listing is the one a delimited LIST of that folder would
-    give, except that a folder's mtime counts every object under it (a newer object deeper down, or
-    one fewer, changes it too). Empty when nothing is under `path`."""
+    delimiter gave (their full names): each the listing a delimited LIST of that folder gives (its mtime
+    from its own files, as there: a folder's listing is the same whichever way it was fetched). Folders
+    with nothing under them are left out."""
     root = path.rstrip("/")
     files: dict = {}     # folder -> {name: info}
     subdirs: dict = {}   # folder -> {name}
-    newest: dict = {}    # folder -> newest mtime of any object under it
     for info in infos:
         name = str(info.get("name", "")).rstrip("/")
         if not name.startswith(root + "/") or info.get("type") == "directory":
@@ -87,26 +88,26 @@ def tree_listings(path: str, infos, mtime_ns, dir_mode: int, file_mode: int) -> 
         parts = name[len(root) + 1:].split("/")
         if any(p in ("", ".", "..") for p in parts):
             continue
-        mtime = mtime_ns(info)
         folder = root
         for part in parts[:-1]:
-            newest[folder] = max(newest.get(folder, 0), mtime)
             subdirs.setdefault(folder, set()).add(part)
             folder = f"{folder}/{part}"
-        newest[folder] = max(newest.get(folder, 0), mtime)
         files.setdefault(folder, {})[parts[-1]] = info
     fetched = time.monotonic()
     out: dict = {}
     for folder in set(files) | set(subdirs):
         by_name: dict = {}
         etags: dict = {}
+        newest = 0
         for base in subdirs.get(folder, ()):
             by_name[base] = Entry(base, FOLDER, 0, 0, dir_mode)
         for base, info in files.get(folder, {}).items():
             if base not in by_name:   # a key beside a prefix of the same name: the folder is what TileDB reads
-                by_name[base] = Entry(base, REGULAR, int(info.get("size") or 0), mtime_ns(info), file_mode)
+                mtime = mtime_ns(info)
+                by_name[base] = Entry(base, REGULAR, int(info.get("size") or 0), mtime, file_mode)
                 etags[base] = str(info.get("ETag") or info.get("etag") or "")
-        found = _listing(by_name, etags, newest.get(folder, 0), fetched)
+                newest = max(newest, mtime)
+        found = _listing(by_name, etags, newest, fetched)
         if found is not None:
             out[folder] = found
     return out
@@ -133,6 +134,10 @@ class Listings:
         finally:
             if not outer:
                 self._pass.since = None
+
+    def pass_began(self) -> float | None:
+        """time.monotonic() when this thread's pass began; None outside a pass."""
+        return getattr(self._pass, "since", None)
 
     def get(self, path: str) -> Listing | None:
         """The listing kept for `path` (`absent()` for a folder found missing), trusted or not; None if none."""

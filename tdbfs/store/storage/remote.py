@@ -102,6 +102,7 @@ class _Backend:
         self.range_cache = RangeCache(settings.cache_dir) if settings.cache_dir else None
         self.listings = Listings(settings.listing_ttl_s, LISTINGS_KEPT)
         self._trees: set = set()   # folders listed with everything under them (list_tree)
+        self._tree_fetched: dict = {}   # tree -> time.monotonic() of its last LIST as a tree
         self._down_until = 0.0   # time.monotonic() until which the store is taken as down
         self._answered = 0.0     # time.monotonic() of the last answer the store gave
         fetch = lambda item: self.get(*item[2:])   # noqa: E731
@@ -189,27 +190,41 @@ class _Backend:
         found = self._sync(self.fs._find, path, detail=True, withdirs=False, timeout=timeout)
         return list(found.values()) if isinstance(found, dict) else list(found)
 
-    def fetch_listing(self, path: str) -> Listing | None:
-        """LIST the folder `path` now (with every folder under it, for a tree: the others are kept); None when
-        the store has no such folder (nor bucket)."""
-        tree = path in self._trees
-        lister = self._list_tree_raw if tree else self._list_raw
+    def fetch_listing(self, path: str, tree: str | None = None) -> Listing | None:
+        """LIST the folder `path` now; None when the store has no such folder (nor bucket). With `tree` (`path` or
+        a folder above it), LIST everything under `tree` instead, and keep the listing of every folder there."""
+        lister = self._list_tree_raw if tree is not None else self._list_raw
+        at = tree if tree is not None else path
         try:
-            infos = self.request(lambda left: lister(path, left), f"{self.url(path)}/ (listing)")
+            infos = self.request(lambda left: lister(at, left), f"{self.url(at)}/ (listing)")
         except FileNotFoundError:
             infos = []
         self.counters.add(lists=max(1, -(-len(infos) // self.family.page)))
-        if not tree:
+        if tree is None:
             return flat_listing(path, infos, _mtime_ns, _DIR_MODE, _FILE_MODE)
-        found = tree_listings(path, infos, _mtime_ns, _DIR_MODE, _FILE_MODE)
-        own = found.pop(path, None)
-        self.listings.drop_under(path, found)
-        self.listings.put(found)
-        return own
+        found = tree_listings(tree, infos, _mtime_ns, _DIR_MODE, _FILE_MODE)
+        self._tree_fetched[tree] = time.monotonic()
+        self.listings.drop_under(tree, found)
+        self.listings.put({**found, tree: found.get(tree) or absent()})
+        return found.get(path)
 
     def list_tree(self, path: str) -> None:
-        """From now on, list `path` with every folder under it in one paginated LIST."""
+        """List `path` with every folder under it in one paginated LIST where that pays (`_tree_for`)."""
         self._trees.add(path)
+
+    def _tree_for(self, path: str, kept: Listing | None) -> str | None:
+        """The folder to list as a tree to list `path` now, or None for a LIST of `path` alone. A tree costs a
+        page per 1,000 files where a LIST of the folder alone costs one per 1,000 sub-folders: it pays the first
+        time (a first look at any fragment then costs no LIST) and in a pass that reads every fragment, not to
+        see whether the folder changed, nor for the one fragment looked at again later."""
+        parent = path.rpartition("/")[0]
+        root = path if path in self._trees else parent if parent in self._trees else None
+        if root is None:
+            return None
+        since = self.listings.pass_began()
+        if since is None:
+            return root if path == root and kept is None else None
+        return root if self._tree_fetched.get(root, -1.0) < since else None
 
     def listing(self, path: str) -> Listing | None:
         """The folder's listing, fetched again once no longer trusted (listings.py); served as last seen while
@@ -218,7 +233,7 @@ class _Backend:
         if kept is not None and self.listings.trusted(kept):
             return None if kept.absent else kept
         try:
-            fresh = self.fetch_listing(path)
+            fresh = self.fetch_listing(path, self._tree_for(path, kept))
         except RemoteIOError as exc:
             if kept is None:
                 raise
