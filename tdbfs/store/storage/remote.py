@@ -3,8 +3,9 @@
 Every request costs latency and money, so each primitive is one kind of request:
 - a folder is one paginated LIST (delimiter '/'), which also gives every file's size and mtime;
   it is kept for `listing_ttl_s` (the mount's entry timeout) and fetched again after it, so new
-  fragments appear; a folder marked with `list_tree` (an array's `__fragments/`) is listed with
-  every folder under it in one paginated LIST without a delimiter (listings.py);
+  fragments appear; a folder marked with `list_tree` (an array's `__fragments/`) is listed the
+  first time, and in a pass over its sub-folders, with every folder under it in one paginated LIST
+  without a delimiter (listings.py, `_tree_for`);
 - a byte range is one ranged GET of exactly those bytes, never past the size the listing gave
   (a length read from a damaged file never asks for more than the file holds);
 - a whole file is one GET with the range the listing gave (s3fs would otherwise HEAD it first);
