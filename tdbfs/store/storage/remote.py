@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from ...errors import TdbfsError
 from ...location import SCHEMES
-from . import FOLDER, REGULAR, Entry, NotRegularError, Storage, path_parts
+from . import FOLDER, Entry, NotRegularError, Storage, path_parts
 from .counters import RequestCounters
 from .listings import Listing, Listings, absent, flat_listing, tree_listings
 from .range_cache import RangeCache
