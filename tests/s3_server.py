@@ -13,6 +13,7 @@ moto keeps objects in memory, as S3 would: there are no folder objects, so TileD
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -47,22 +48,33 @@ class S3Server:
     port: int
     server: subprocess.Popen
 
+    log_path: Path | None = None
+
     @classmethod
-    def start(cls, bucket: str | None = BUCKET, authenticating: bool = False) -> "S3Server":
+    def start(cls, bucket: str | None = BUCKET, authenticating: bool = False,
+              log_path: Path | None = None) -> "S3Server":
         """moto's server in a process of its own on a free port. Not its ThreadedMotoServer in this process:
         tiledb-py holds the GIL through a read query, so a server thread here could never answer it.
         `authenticating` (INITIAL_NO_AUTH_ACTION_COUNT=0) refuses every key its IAM was not given, as S3
-        refuses a wrong key; it has no bucket."""
+        refuses a wrong key; it has no bucket. `log_path`: the server's access log (one line per request,
+        `requests_since` counts them)."""
         port = free_port()
         env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="0") if authenticating else None
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if log_path is not None:
+            env = dict(env or os.environ, PYTHONUNBUFFERED="1")
+        log = open(log_path, "wb") if log_path is not None else subprocess.DEVNULL
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                    env=env, stdout=log, stderr=log)
+        finally:
+            if log_path is not None:
+                log.close()
         try:
             wait_for_port(port)
         except BaseException:
             proc.kill()
             raise
-        s3 = cls(port, proc)
+        s3 = cls(port, proc, log_path)
         if bucket and not authenticating:
             s3.client.create_bucket(Bucket=bucket)
         return s3
@@ -118,6 +130,28 @@ class S3Server:
                 client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(folder).as_posix()}",
                                   Body=path.read_bytes())
         return f"s3://{bucket}/{prefix}"
+
+    def log_mark(self) -> int:
+        """Where the access log ends once it has stopped growing (werkzeug writes a line after its answer)."""
+        size, still = -1, 0
+        while still < 3:
+            time.sleep(0.05)
+            now = os.path.getsize(self.log_path)
+            still = still + 1 if now == size else 0
+            size = now
+        return size
+
+    def requests_since(self, mark: int) -> dict[str, list[str]]:
+        """{'LIST': [...], 'GET': [...], ...}: the paths of the requests logged since `mark`."""
+        end = self.log_mark()
+        with open(self.log_path, "rb") as f:
+            f.seek(mark)
+            text = re.sub(r"\x1b\[[0-9;]*m", "", f.read(end - mark).decode("utf-8", "replace"))
+        out: dict = {}
+        for method, target in re.findall(r'"([A-Z]+) (\S+) HTTP/[\d.]+" \d{3}', text):
+            path = target.partition("?")[0].strip("/")
+            out.setdefault("LIST" if method == "GET" and "/" not in path else method, []).append(target)
+        return out
 
     def stop(self) -> None:
         self.server.terminate()

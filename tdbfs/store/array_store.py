@@ -44,6 +44,9 @@ class ArrayStore(MetadataFiles, BaseStore):
         of folder `rel` while it is as it was then, else None: a sequence of them, `decoded()` as str),
         which a front end may hand back as it took them (`listed_fragment_names`); else it lists itself."""
         super().__init__(storage, cache_bytes, cache, drop_served)
+        # a fragment folder holds a handful of files: on an object store, one LIST of everything under
+        # __fragments/ lists them all, and the first look at any fragment then costs no LIST of its own
+        self.storage.list_tree(FRAGMENTS_DIR)
         self.key = key                   # EncryptionKey of an AES-256-GCM array, or None (never shown)
         self._listings = listings
 
@@ -56,7 +59,7 @@ class ArrayStore(MetadataFiles, BaseStore):
         if not rel:
             return 0
         try:
-            head = self.pread(rel, 0, 34)
+            head = self.file_head(rel, 34)
         except OSError:
             return 0
         return head[29] if len(head) == 34 else 0

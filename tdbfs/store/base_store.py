@@ -114,7 +114,8 @@ class BaseStore:
         if not outer:
             self._pass.entries, self._pass.stamps, self._pass.versions = OrderedDict(), {}, OrderedDict()
         try:
-            yield
+            with self.storage.pinned():   # an object store's listings as the pass began (storage/listings.py)
+                yield
         finally:
             if not outer:
                 self._pass.entries = self._pass.stamps = self._pass.versions = None
@@ -177,6 +178,12 @@ class BaseStore:
             return data, len(data)
 
         return self.cache.get_or_make(("file", self.path, rel, version), make)
+
+    def file_head(self, rel: str, size: int) -> bytes:
+        """The first `size` bytes of a file: from the whole file when it is in the cache (a fragment's metadata
+        read for its footer), else one read of them alone."""
+        whole = self.cache.get(("file", self.path, rel, self._version_of(rel)))
+        return bytes(whole[:size]) if whole is not None else self.storage.pread(rel, 0, size)
 
     def file_tail(self, rel: str, size: int) -> tuple[bytes, int]:
         """(data, start): the file from byte `start` to its end, at least its last `size` bytes. The whole

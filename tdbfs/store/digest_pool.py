@@ -20,6 +20,7 @@ import os
 import posixpath
 from concurrent.futures import as_completed
 
+from .footers_ahead import footers_ahead
 from .fragment_digest import DIGEST_COST, FIELD_COST, fragment_digest, interned
 
 log = logging.getLogger("tdbfs.digests")
@@ -57,7 +58,9 @@ def enable(jobs: int) -> None:
 def digests_ahead(store, rels) -> int:
     """Digest in worker processes the committed fragments of `rels` that have no digest kept, when there are
     enough of them, and keep the digests as `fragment_digest` would have; how many were kept. Call it within
-    the summary's `store.one_pass()` and `store.digests.render()`."""
+    the summary's `store.one_pass()` and `store.digests.render()`. On an object store, the footers the loop
+    will read are read ahead in parallel instead (footers_ahead.py)."""
+    footers_ahead(store, rels)
     if _jobs < 2 or len(rels) < POOL_MIN_FRAGMENTS or not _workers_can_open(store):
         return 0
     names = store.kept_committed_fragment_names()

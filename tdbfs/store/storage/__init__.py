@@ -10,6 +10,7 @@ of a data file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import stat
 from abc import ABC, abstractmethod
@@ -83,6 +84,8 @@ class Storage(ABC):
     uri: str
     #: requests sent and bytes read (counters.RequestCounters), for backends that count them
     counters = None
+    #: requests worth sending at once (`prefetch_small`): 1 where a read costs no latency to hide (a local disk)
+    concurrency = 1
 
     # -- the primitives --------------------------------------------------------------------
     @abstractmethod
@@ -111,6 +114,20 @@ class Storage(ABC):
         """Start reading these (rel, offset, size) ranges ahead, holding at most `budget` bytes, for preads of
         exactly them that follow (store/prefetch.py); a new call drops what the last one left. Only backends
         with latency to hide do anything."""
+
+    def prefetch_small(self, ranges: list[tuple[str, int, int]], budget: int) -> None:
+        """As `prefetch`, for the small reads of a summary (the footers of many fragments): a plan of its own,
+        which neither drops nor is dropped by the tiles'. Only backends with latency to hide do anything."""
+
+    def list_tree(self, rel: str) -> None:
+        """List the folder `rel` from now on with every folder under it at once, where a backend can (an object
+        store: one paginated LIST without a delimiter instead of one LIST per folder), for a folder of many
+        small folders that are each looked into (`__fragments/`). Nothing else changes."""
+
+    def pinned(self):
+        """A pass over many files (a summary's render): the listings trusted as it begins stay trusted in this
+        thread until it ends, so it reads them as one listing showed them. A context manager."""
+        return contextlib.nullcontext()
 
     def access_mask(self) -> int | None:
         """The read/execute bits (as `local.access_mask`) others may get in a view of this folder, where the

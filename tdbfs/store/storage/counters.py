@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -14,6 +15,7 @@ class Counts:
     gets: int = 0        # GET requests (ranged or whole)
     bytes_read: int = 0  # bytes those GETs brought back
     cache_hits: int = 0  # reads served by the on-disk range cache instead of a GET
+    most_in_flight: int = 0   # the most requests that were waiting for an answer at once
 
     @property
     def requests(self) -> int:
@@ -26,12 +28,26 @@ class RequestCounters:
     def __init__(self):
         self._lock = threading.Lock()
         self._counts = Counts()
+        self._in_flight = 0
 
     def add(self, lists: int = 0, gets: int = 0, bytes_read: int = 0, cache_hits: int = 0) -> None:
         with self._lock:
             c = self._counts
             self._counts = Counts(c.lists + lists, c.gets + gets, c.bytes_read + bytes_read,
-                                  c.cache_hits + cache_hits)
+                                  c.cache_hits + cache_hits, c.most_in_flight)
+
+    @contextmanager
+    def in_flight(self):
+        """Around one request (with its retries): counted among those waiting for an answer."""
+        with self._lock:
+            self._in_flight += 1
+            if self._in_flight > self._counts.most_in_flight:
+                self._counts = replace(self._counts, most_in_flight=self._in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def snapshot(self) -> Counts:
         with self._lock:

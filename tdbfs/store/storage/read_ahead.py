@@ -1,7 +1,13 @@
-"""Ranged reads run ahead in a bounded pool, held until the reader asks for that exact range (prefetch.py)."""
+"""Ranged reads run ahead in a bounded pool, held until the reader asks for that exact range (prefetch.py).
+
+The reads run in a pool of threads, or, given an event loop and a coroutine to fetch with, as tasks on
+that loop, at most `workers` at a time: a request in flight then costs no thread of its own (2,000
+footers through 16 threads cost half again as much CPU as through one loop, measured against moto).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -15,8 +21,11 @@ class ReadAhead:
     one's ranges, holding at most `budget` bytes; `take(key)` hands a range over (waiting if it is in flight)
     and frees its share of the budget."""
 
-    def __init__(self, fetch):
+    def __init__(self, fetch, workers: int = WORKERS, loop=None, fetch_async=None):
         self._fetch = fetch            # fetch(item) -> bytes; item = (key, size, ...)
+        self._workers = max(1, workers)
+        self._loop, self._fetch_async = loop, fetch_async   # await fetch_async(item) on `loop`, if given
+        self._slots: asyncio.Semaphore | None = None      # made on the loop, on first use
         self._cond = threading.Condition()
         self._pool: ThreadPoolExecutor | None = None
         self._generation = 0
@@ -34,8 +43,8 @@ class ReadAhead:
             self._ready.clear()
             self._held = 0
             self._budget = budget
-            if self._pool is None and items:
-                self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="tdbfs-read-ahead")
+            if self._pool is None and items and self._loop is None:
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="tdbfs-read-ahead")
             self._start_more()
             self._cond.notify_all()
 
@@ -45,13 +54,33 @@ class ReadAhead:
             item = self._queue.popleft()
             self._held += item[1]
             self._pending.add(item[0])
-            self._pool.submit(self._run, self._generation, item)
+            if self._loop is not None:
+                asyncio.run_coroutine_threadsafe(self._run_async(self._generation, item), self._loop)
+            else:
+                self._pool.submit(self._run, self._generation, item)
 
     def _run(self, generation: int, item) -> None:
+        if generation != self._generation:
+            return   # a plan dropped before its turn came
         try:
             data = self._fetch(item)
         except Exception as exc:  # noqa: BLE001 -- the reader's own read reports it
             data = exc
+        self._done(generation, item, data)
+
+    async def _run_async(self, generation: int, item) -> None:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._workers)
+        async with self._slots:
+            if generation != self._generation:
+                return
+            try:
+                data = await self._fetch_async(item)
+            except Exception as exc:  # noqa: BLE001 -- the reader's own read reports it
+                data = exc
+        self._done(generation, item, data)
+
+    def _done(self, generation: int, item, data) -> None:
         with self._cond:
             if generation != self._generation:
                 return

@@ -3,15 +3,20 @@
 Every request costs latency and money, so each primitive is one kind of request:
 - a folder is one paginated LIST (delimiter '/'), which also gives every file's size and mtime;
   it is kept for `listing_ttl_s` (the mount's entry timeout) and fetched again after it, so new
-  fragments appear;
+  fragments appear; a folder marked with `list_tree` (an array's `__fragments/`) is listed the
+  first time, and in a pass over its sub-folders, with every folder under it in one paginated LIST
+  without a delimiter (listings.py, `_tree_for`);
 - a byte range is one ranged GET of exactly those bytes, never past the size the listing gave
   (a length read from a damaged file never asks for more than the file holds);
-- a whole file is one GET with the range the listing gave (s3fs would otherwise HEAD it first).
+- a whole file is one GET with the range the listing gave (s3fs would otherwise HEAD it first);
+- ranges read ahead (the tiles `tdbfs check` is about to decode, the footers a summary is about to
+  parse) go out `RemoteSettings.requests` at a time, each retried as any other.
 Object stores have no folder objects and no symlinks: a folder is a common prefix of keys, so an
 empty folder (TileDB's empty `__commits/` on a local disk) does not exist, and a folder's mtime is
 its newest object's, with its number of entries in the nanoseconds (LastModified ticks in seconds)
 so that a vacuum, which only removes, changes it too. Every request is retried up to the deadline
-(retry.py). A store that gave no answer within it is taken as down for one more deadline: requests
+(retry.py). A store that gave no answer within it (to that request or any other: an error status
+for one object is an answer) is taken as down for one more deadline: requests
 then fail at once and listings are served as last seen, so the daemon keeps serving what it knows
 instead of making every reader wait out a deadline of its own. fsspec's own listings cache is off (freshness is decided here) and each
 storage gets its own client (`skip_instance_cache`), whose requests run on fsspec's I/O thread.
@@ -19,23 +24,23 @@ storage gets its own client (`skip_instance_cache`), whose requests run on fsspe
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import errno
 import inspect
 import logging
 import stat
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from ...errors import TdbfsError
 from ...location import SCHEMES
-from . import FOLDER, REGULAR, Entry, NotRegularError, Storage, path_parts
+from . import FOLDER, Entry, NotRegularError, Storage, path_parts
 from .counters import RequestCounters
+from .listings import Listing, Listings, absent, flat_listing, tree_listings
 from .range_cache import RangeCache
 from .read_ahead import ReadAhead
-from .retry import DEFAULT_TIMEOUT_S, RemoteIOError, one_line, retrying
+from .retry import DEFAULT_TIMEOUT_S, RemoteIOError, one_line, retrying, retrying_async
 
 __all__ = ["RemoteOpenError", "RemoteSettings", "RemoteStorage", "open_remote"]
 
@@ -44,7 +49,10 @@ log = logging.getLogger("tdbfs.remote")
 _FILE_MODE = stat.S_IFREG | 0o444
 
 #: folders whose listing is kept (a walk of 10,000 fragments lists 10,000 folders; one expired is fetched again)
-LISTINGS_KEPT = 4096
+LISTINGS_KEPT = 16384
+#: requests a storage sends at once where it reads many small files (footers) or tiles ahead: enough to hide
+#: an object store's latency, few enough not to be throttled (RemoteSettings.requests)
+DEFAULT_REQUESTS = 16
 _DIR_MODE = stat.S_IFDIR | 0o555
 
 
@@ -75,6 +83,7 @@ class RemoteSettings:
     timeout_s: float = DEFAULT_TIMEOUT_S
     listing_ttl_s: float = 1.0
     cache_dir: str | None = None
+    requests: int = DEFAULT_REQUESTS   # requests in flight at once when reading ahead (at least 1)
 
 
 class RemoteOpenError(TdbfsError):
@@ -85,17 +94,6 @@ class _NotAsked(RemoteIOError):
     """A request not sent: the store is taken as down (see _Backend.request)."""
 
 
-@dataclass(frozen=True)
-class _Listing:
-    """One folder as one LIST saw it."""
-
-    entries: tuple            # Entry, sorted by name
-    by_name: dict             # name -> Entry
-    etags: dict               # file name -> ETag (or '' when the store gives none)
-    mtime_ns: int             # the folder's own: newest object's mtime + number of entries (see the docstring)
-    fetched: float            # time.monotonic() of the fetch (or of the last failed re-fetch)
-
-
 class _Backend:
     """What every storage of one URL shares: the client, the settings, the listings, the counters, the cache."""
 
@@ -103,25 +101,80 @@ class _Backend:
         self.family, self.fs, self.settings, self.scheme = family, fs, settings, scheme
         self.counters = RequestCounters()
         self.range_cache = RangeCache(settings.cache_dir) if settings.cache_dir else None
-        self._listings: OrderedDict[str, _Listing] = OrderedDict()   # least recently fetched first
-        self._lock = threading.Lock()
+        self.listings = Listings(settings.listing_ttl_s, LISTINGS_KEPT)
+        self._trees: set = set()   # folders listed with everything under them (list_tree)
+        self._tree_fetched: dict = {}   # tree -> time.monotonic() of its last LIST as a tree
         self._down_until = 0.0   # time.monotonic() until which the store is taken as down
-        self.read_ahead = ReadAhead(lambda item: self.get(*item[2:]))
+        self._answered = 0.0     # time.monotonic() of the last answer the store gave
+        fetch = lambda item: self.get(*item[2:])   # noqa: E731
+        # tiles (`tdbfs check`) and small files (a summary's footers) each a plan of their own: a background
+        # check and a render of array.yaml running together do not drop each other's reads
+        self.read_ahead = ReadAhead(fetch, settings.requests)
+        self.small_ahead = ReadAhead(fetch, settings.requests, loop=fs.loop,
+                                     fetch_async=lambda item: self.get_async(*item[2:]))
 
     def url(self, path: str) -> str:
         return f"{self.scheme}://{path}"
 
     def request(self, call, what: str):
         """call(seconds_left), retried up to the deadline; RemoteIOError at once while the store is down."""
+        self._not_down(what)
+        start = time.monotonic()
+
+        def answered(left: float):
+            try:
+                return call(left)
+            except Exception as exc:
+                self._note_answer(exc)
+                raise
+
+        try:
+            with self.counters.in_flight():
+                got = retrying(answered, what, self.settings.timeout_s)
+        except OSError as exc:
+            self._failed(exc, start)
+            raise
+        self._answered = time.monotonic()
+        return got
+
+    async def request_async(self, call, what: str):
+        """`request` on fsspec's event loop: await call(seconds_left)."""
+        self._not_down(what)
+        start = time.monotonic()
+
+        async def answered(left: float):
+            try:
+                return await call(left)
+            except Exception as exc:
+                self._note_answer(exc)
+                raise
+
+        try:
+            with self.counters.in_flight():
+                got = await retrying_async(answered, what, self.settings.timeout_s)
+        except OSError as exc:
+            self._failed(exc, start)
+            raise
+        self._answered = time.monotonic()
+        return got
+
+    def _not_down(self, what: str) -> None:
         left = self._down_until - time.monotonic()
         if left > 0:
             raise _NotAsked(what, f"not asked: the store gave no answer within {self.settings.timeout_s:g} s "
-                                      f"and is asked again in {left:.0f} s")
-        try:
-            return retrying(call, what, self.settings.timeout_s)
-        except RemoteIOError:
+                                  f"and is asked again in {left:.0f} s")
+
+    def _note_answer(self, exc: BaseException) -> None:
+        if _is_answer(exc):
+            self._answered = time.monotonic()
+
+    def _failed(self, exc: OSError, start: float) -> None:
+        if not isinstance(exc, RemoteIOError):
+            self._answered = time.monotonic()   # an answer (no such object, access denied)
+        elif self._answered < start:
+            # down only if the store gave no answer meanwhile: one object that keeps failing (an error status
+            # for it alone) is that object's failure, not the store's, and the other requests go on
             self._down_until = time.monotonic() + self.settings.timeout_s
-            raise
 
     def _sync(self, method, *args, timeout: float, **kwargs):
         from fsspec.asyn import sync
@@ -132,74 +185,101 @@ class _Backend:
             return self._sync(self.fs._lsdir, path, refresh=True, timeout=timeout)
         return self._sync(self.fs._ls, path, detail=True, timeout=timeout)
 
-    def fetch_listing(self, path: str) -> _Listing | None:
-        """LIST the folder `path` now; None when the store has no such folder (nor bucket)."""
+    def _list_tree_raw(self, path: str, timeout: float) -> list[dict]:
+        if self.family is _S3:
+            return self._sync(self.fs._lsdir, path, refresh=True, delimiter="", timeout=timeout)
+        found = self._sync(self.fs._find, path, detail=True, withdirs=False, timeout=timeout)
+        return list(found.values()) if isinstance(found, dict) else list(found)
+
+    def fetch_listing(self, path: str, tree: str | None = None) -> Listing | None:
+        """LIST the folder `path` now; None when the store has no such folder (nor bucket). With `tree` (`path` or
+        a folder above it), LIST everything under `tree` instead, and keep the listing of every folder there."""
+        lister = self._list_tree_raw if tree is not None else self._list_raw
+        at = tree if tree is not None else path
         try:
-            infos = self.request(lambda left: self._list_raw(path, left), f"{self.url(path)}/ (listing)")
+            infos = self.request(lambda left: lister(at, left), f"{self.url(at)}/ (listing)")
         except FileNotFoundError:
             infos = []
         self.counters.add(lists=max(1, -(-len(infos) // self.family.page)))
-        by_name: dict = {}
-        etags: dict = {}
-        newest = 0
-        for info in infos:
-            name = str(info.get("name", "")).rstrip("/")
-            base = name.rpartition("/")[2]
-            if not base or name == path.rstrip("/") or base in (".", ".."):
-                continue
-            if info.get("type") == "directory":
-                by_name[base] = Entry(base, FOLDER, 0, 0, _DIR_MODE)   # a folder's own mtime needs its own LIST
-            elif base not in by_name:   # a key beside a prefix of the same name: the folder is what TileDB reads
-                mtime = _mtime_ns(info)
-                by_name[base] = Entry(base, REGULAR, int(info.get("size") or 0), mtime, _FILE_MODE)
-                etags[base] = str(info.get("ETag") or info.get("etag") or "")
-                newest = max(newest, mtime)
-        if not by_name:
-            return None
-        entries = tuple(by_name[n] for n in sorted(by_name))
-        return _Listing(entries, by_name, etags, newest + len(entries), time.monotonic())
+        if tree is None:
+            return flat_listing(path, infos, _mtime_ns, _DIR_MODE, _FILE_MODE)
+        found = tree_listings(tree, infos, _mtime_ns, _DIR_MODE, _FILE_MODE)
+        self._tree_fetched[tree] = time.monotonic()
+        self.listings.drop_under(tree, found)
+        self.listings.put({**found, tree: found.get(tree) or absent()})
+        return found.get(path)
 
-    def listing(self, path: str) -> _Listing | None:
-        """The folder's listing, fetched again once older than the listing TTL; served as last seen while the
-        store does not answer (the daemon keeps serving what it knows)."""
-        with self._lock:
-            kept = self._listings.get(path)
-        if kept is not None and time.monotonic() - kept.fetched < self.settings.listing_ttl_s:
-            return kept
+    def list_tree(self, path: str) -> None:
+        """List `path` with every folder under it in one paginated LIST where that pays (`_tree_for`)."""
+        self._trees.add(path)
+
+    def _tree_for(self, path: str, kept: Listing | None) -> str | None:
+        """The folder to list as a tree to list `path` now, or None for a LIST of `path` alone. A tree costs a
+        page per 1,000 files where a LIST of the folder alone costs one per 1,000 sub-folders: it pays the first
+        time (a first look at any fragment then costs no LIST) and in a pass that reads every fragment, not to
+        see whether the folder changed, nor for the one fragment looked at again later."""
+        parent = path.rpartition("/")[0]
+        root = path if path in self._trees else parent if parent in self._trees else None
+        if root is None:
+            return None
+        since = self.listings.pass_began()
+        if since is None:
+            return root if path == root and kept is None else None
+        return root if self._tree_fetched.get(root, -1.0) < since else None
+
+    def listing(self, path: str) -> Listing | None:
+        """The folder's listing, fetched again once no longer trusted (listings.py); served as last seen while
+        the store does not answer (the daemon keeps serving what it knows)."""
+        kept = self.listings.get(path)
+        if kept is not None and self.listings.trusted(kept):
+            return None if kept.absent else kept
         try:
-            fresh = self.fetch_listing(path)
+            fresh = self.fetch_listing(path, self._tree_for(path, kept))
         except RemoteIOError as exc:
             if kept is None:
                 raise
             if not isinstance(exc, _NotAsked):
                 log.warning("%s; serving the listing last seen", exc.strerror)
             fresh = replace(kept, fetched=time.monotonic())
-        with self._lock:
-            if fresh is None:
-                self._listings.pop(path, None)
-            else:
-                self._listings[path] = fresh
-                self._listings.move_to_end(path)
-                if len(self._listings) > LISTINGS_KEPT:
-                    self._listings.popitem(last=False)
-        return fresh
+        self.listings.put({path: fresh if fresh is not None else absent()})
+        return None if fresh is None or fresh.absent else fresh
 
     def get(self, path: str, version: tuple, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size) of the file `path` (of that version): the range cache, else one GET."""
         url = self.url(path)
+        data = self._kept_range(url, version, offset, size)
+        if data is not None:
+            return data
+        data = self.request(lambda left: self._sync(self.fs._cat_file, path, start=offset, end=offset + size,
+                                                    timeout=left), f"{url} bytes {offset}-{offset + size - 1}")
+        return self._got(url, version, offset, size, data)
+
+    async def get_async(self, path: str, version: tuple, offset: int, size: int) -> bytes:
+        """`get` on fsspec's event loop: many of them in flight cost no thread each (read ahead)."""
+        url = self.url(path)
+        data = self._kept_range(url, version, offset, size)
+        if data is not None:
+            return data
+
+        async def call(left: float):
+            return await asyncio.wait_for(self.fs._cat_file(path, start=offset, end=offset + size), left)
+        data = await self.request_async(call, f"{url} bytes {offset}-{offset + size - 1}")
+        return self._got(url, version, offset, size, data)
+
+    def _kept_range(self, url: str, version: tuple, offset: int, size: int) -> bytes | None:
         cache = self.range_cache
         if cache is not None:
             data = cache.get(url, version, offset, size)
             if data is not None and len(data) == size:
                 self.counters.add(cache_hits=1)
                 return data
-        what = f"{url} bytes {offset}-{offset + size - 1}"
-        data = self.request(lambda left: self._sync(self.fs._cat_file, path, start=offset, end=offset + size,
-                                                    timeout=left), what)
+        return None
+
+    def _got(self, url: str, version: tuple, offset: int, size: int, data) -> bytes:
         data = bytes(data[:size])
         self.counters.add(gets=1, bytes_read=len(data))
-        if cache is not None and len(data) == size:
-            cache.put(url, version, offset, size, data)
+        if self.range_cache is not None and len(data) == size:
+            self.range_cache.put(url, version, offset, size, data)
         return data
 
 
@@ -214,6 +294,16 @@ class RemoteStorage(Storage):
     @property
     def counters(self) -> RequestCounters:
         return self._b.counters
+
+    @property
+    def concurrency(self) -> int:
+        return max(1, self._b.settings.requests)
+
+    def list_tree(self, rel: str) -> None:
+        self._b.list_tree(self._path(rel))
+
+    def pinned(self):
+        return self._b.listings.pinned()
 
     def child(self, rel: str) -> "RemoteStorage":
         return RemoteStorage(self._b, self._path(rel))
@@ -265,11 +355,23 @@ class RemoteStorage(Storage):
         size = max(0, min(size, entry.size - offset))
         if not size:
             return b""
-        path = self._path(rel)
-        ahead = self._b.read_ahead.take((path, version, offset, size))
+        return self._get(self._path(rel), version, offset, size)
+
+    def _get(self, path: str, version: tuple, offset: int, size: int) -> bytes:
+        """The range as read ahead (tiles, then small files), else one GET now."""
+        key = (path, version, offset, size)
+        ahead = self._b.read_ahead.take(key)
+        if ahead is None:
+            ahead = self._b.small_ahead.take(key)
         return ahead if ahead is not None else self._b.get(path, version, offset, size)
 
     def prefetch(self, ranges: list[tuple[str, int, int]], budget: int) -> None:
+        self._b.read_ahead.plan(self._planned(ranges), budget)
+
+    def prefetch_small(self, ranges: list[tuple[str, int, int]], budget: int) -> None:
+        self._b.small_ahead.plan(self._planned(ranges), budget)
+
+    def _planned(self, ranges) -> list:
         items = []
         for rel, offset, size in ranges:
             try:
@@ -280,11 +382,11 @@ class RemoteStorage(Storage):
             if size:
                 path = self._path(rel)
                 items.append(((path, version, offset, size), size, path, version, offset, size))
-        self._b.read_ahead.plan(items, budget)
+        return items
 
     def read(self, rel: str) -> bytes:
         entry, version = self._file(rel)
-        return self._b.get(self._path(rel), version, 0, entry.size) if entry.size else b""
+        return self._get(self._path(rel), version, 0, entry.size) if entry.size else b""
 
 
 def open_remote(url: str, settings: RemoteSettings | None = None) -> RemoteStorage:
@@ -335,6 +437,8 @@ def _make_fs(family: _Family, cls, settings: RemoteSettings, url: str):
         config.setdefault("connect_timeout", min(settings.timeout_s, 10.0))
         config.setdefault("read_timeout", min(settings.timeout_s, 30.0))
         config.setdefault("retries", {"total_max_attempts": 1})
+        # the requests read ahead in parallel each need a connection of their own (botocore keeps 10)
+        config.setdefault("max_pool_connections", max(10, settings.requests))
         options["config_kwargs"] = config
     try:
         fs = cls(**options)
@@ -365,6 +469,19 @@ def _bucket_exists(backend: _Backend, bucket: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def _is_answer(exc: BaseException) -> bool:
+    """Whether a failed request got an answer from the store (an HTTP error status, as botocore's
+    ClientError, gcsfs's HttpError or azure's HttpResponseError carry it), not silence or a broken link."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if getattr(exc, "response", None) is not None or isinstance(getattr(exc, "status_code", None), int) \
+                or isinstance(getattr(exc, "code", None), int):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
