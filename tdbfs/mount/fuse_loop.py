@@ -5,6 +5,7 @@ read-ahead."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import logging
 import os
@@ -14,11 +15,13 @@ from typing import Callable, Optional
 
 from ..views.nodes import DirNode
 from ..check.background import REQUESTS
+from ..store.stopping import STOP
 from .fuse_dirents import BulkFill
 from .fuse_ops import TdbfsOperations
 from .fuse_readdir import _FILL_CALL_2, _FILL_CALL_3, _NO_FILL_FLAGS, _READDIR_PLUS, _fill_dir
 from .fuse_setup import FuseOptions
 from .libfuse import fuse_problem, mfusepy
+from .shutdown import Shutdown
 from .stop_signals import catch_stop_signals
 
 log = logging.getLogger("tdbfs.fuse")
@@ -58,8 +61,20 @@ def _fuse_class():
         def _wrapper(self, func, *args, **kwargs):
             if not _CALLBACK_THREAD.keeps_state:
                 _keep_thread_state()
-            with REQUESTS:   # the background check waits while requests come (check/background.py)
-                return super()._wrapper(func, *args, **kwargs)
+            if STOP.is_set() and func.__name__ not in _WHILE_STOPPING:
+                return -errno.EINTR   # the mount is gone: no new work (shutdown.py)
+            held = self.gate.enter()
+            try:
+                with REQUESTS:   # the background check waits while requests come (check/background.py)
+                    return super()._wrapper(func, *args, **kwargs)
+            finally:
+                if held:
+                    self.gate.leave()
+
+        def _init(self, conn, config):
+            # the loop's handle for fuse_exit, from the one callback sure to run on a loop thread first
+            self.shutdown.live(_libfuse(), _libfuse().fuse_get_context().contents.fuse)
+            super()._init(conn, config)
 
         def readdir_fuse_2(self, path, buf, filler, offset, fip):
             fill = ctypes.cast(filler, _FILL_CALL_2)
@@ -78,6 +93,37 @@ def _fuse_class():
             return done
 
     return _Fuse
+
+
+#: callbacks still run once the mount is gone: they free what an open took
+_WHILE_STOPPING = frozenset({"release", "releasedir", "destroy", "forget", "flush"})
+
+
+def _libfuse():
+    return mfusepy._libfuse
+
+
+class RequestGate:
+    """At most `slots` request threads run Python at once; a request that has waited `patience_s` for a
+    slot goes in anyway.
+
+    A local array's requests are Python work under one lock (the GIL): more of them running than there
+    are cores only wait for it, and hand it to each other at every system call (docs/performance.md §2).
+    But a loop of as many threads as cores is stopped by as many slow renders (the kernel sends two reads
+    of one big file at once). So libfuse runs more threads than that, and those beyond `slots` wait here
+    (asleep, without the GIL) for a request to end; one that has waited `patience_s` is let in beside a
+    request that takes long, which therefore never holds the others up for longer than that."""
+
+    def __init__(self, slots: Optional[int], patience_s: float = 0.05):
+        self._slots = threading.Semaphore(slots) if slots else None
+        self.patience_s = patience_s
+
+    def enter(self) -> bool:
+        """Wait for a slot (at most `patience_s`); True when one was taken (give it back with `leave`)."""
+        return self._slots is not None and self._slots.acquire(timeout=self.patience_s)
+
+    def leave(self) -> None:
+        self._slots.release()
 
 
 class _CallbackThread(threading.local):
@@ -133,6 +179,7 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
             on_init()
 
     ops = TdbfsOperations(root, options, on_init=started, perm_mask=perm_mask, mask_at=mask_at)
+    shutdown = Shutdown(mountpoint)
     kwargs = options.fuse_kwargs()
     log.info("mounting on %s with libfuse %s.%s (%s): %s", mountpoint, mfusepy.fuse_version_major,
              mfusepy.fuse_version_minor, getattr(mfusepy, "_libfuse_path", "?"),
@@ -142,8 +189,12 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
             stopper.mountpoint = mountpoint
             if stopper.signum is not None:  # stopped while starting: nothing to mount
                 return stopper.signum
+        fuse = _fuse_class().__new__(_fuse_class())   # mfusepy's __init__ runs the loop: set these before
+        fuse.gate = RequestGate(options.python_slots if options.threads else None)
+        fuse.shutdown = shutdown
+        shutdown.prepare()
         try:
-            _fuse_class()(ops, mountpoint, raw_fi=True, **kwargs)
+            fuse.__init__(ops, mountpoint, raw_fi=True, **kwargs)
         except RuntimeError:
             if stopper is None or stopper.signum is None:
                 raise MountError(f"libfuse could not mount {mountpoint}") from None

@@ -33,6 +33,7 @@ from .fuse_readdir import _DIR_MODE
 from .fuse_setup import FuseOptions
 from .joined_names import encoded_entries
 from .libfuse import FuseOSError, _OperationsBase, libfuse_version, mfusepy
+from ..store.stopping import Stopped
 from ..views.nodes import DirNode, FileNode, Node, NoSuchPath, NotAFolder, SymlinkNode, ViewError, walk
 
 log = logging.getLogger("tdbfs.fuse")
@@ -65,6 +66,8 @@ def _guard(func):
             return func(self, path, *args)
         except FuseOSError:
             raise
+        except Stopped:   # the mount is gone and the work with it (mount/shutdown.py): no error of the array
+            raise FuseOSError(errno.EINTR) from None
         except ViewError as exc:
             self._log_once(logging.WARNING, "%s %s: I/O error: %s", op, path, exc)
             raise FuseOSError(errno.EIO) from None

@@ -143,9 +143,9 @@ class FuseOptions:
     # a plain class, not a dataclass: `tdbfs mount` imports this module, and dataclasses (with inspect)
     # would be half of its import time
     __slots__ = ("foreground", "threads", "debug", "fsname", "subtype", "attr_timeout", "entry_timeout",
-                 "negative_timeout", "max_read", "read_ahead_kb", "extra", "check")
+                 "negative_timeout", "max_read", "read_ahead_kb", "extra", "check", "python_slots")
 
-    def __init__(self, *, foreground: bool = True, threads: bool = False, debug: bool = False,
+    def __init__(self, *, foreground: bool = True, threads: bool = True, debug: bool = False,
                  fsname: str = "tdbfs", subtype: str = "tdbfs", attr_timeout: float = 0.0,
                  entry_timeout: float = 1.0, negative_timeout: float = 0.0, max_read: int | None = None,
                  read_ahead_kb: int = 1024, extra: dict | None = None):
@@ -155,12 +155,14 @@ class FuseOptions:
         self.max_read, self.read_ahead_kb = max_read, read_ahead_kb
         self.extra = {} if extra is None else extra
         self.check: str | None = None   # -o check=off|metadata|full (check/background.py); None: the default
+        #: how many request threads run Python at once (fuse_loop.RequestGate); None: as many as libfuse runs
+        self.python_slots: int | None = None
 
     @classmethod
     def parse(cls, option_strings, **kwargs) -> "FuseOptions":
         """Options from ``-o a,b=c`` strings; ValueError for an option tdbfs cannot honour.
 
-        ``threads`` selects the multi-threaded loop; ``ro``, ``fsname``, ``subtype``, the
+        ``nothreads`` selects the single-threaded loop (``threads``, the default, the multi-threaded one); ``ro``, ``fsname``, ``subtype``, the
         timeouts, ``max_read`` and ``read_ahead_kb`` map to their fields; anything else goes to libfuse as is.
         """
         opts = cls(**kwargs)
@@ -173,10 +175,10 @@ class FuseOptions:
                 key = key.strip()
                 if key in FORBIDDEN_OPTIONS:
                     raise ValueError(f"mount option '{key}' is not supported: {FORBIDDEN_OPTIONS[key]}")
-                if key in ("ro", "nothreads"):
+                if key == "ro":
                     continue
-                if key == "threads":
-                    opts.threads = True
+                if key in ("threads", "nothreads"):
+                    opts.threads = key == "threads"
                 elif key == "debug":
                     opts.debug = True
                 elif key in ("fsname", "subtype"):
@@ -190,6 +192,19 @@ class FuseOptions:
                 else:
                     opts.extra[key] = value if eq else True
         return opts
+
+    def for_local_array(self, libfuse_version) -> None:
+        """The threads of a mount of a local array. Its requests are Python work under one lock (the GIL):
+        more of them at work than cores only wait for it (docs/performance.md §2), so no more than that run
+        at once (fuse_loop.RequestGate); libfuse runs more threads, so that renders that take long never
+        hold them all (libfuse 3.12 and later; libfuse2 runs up to 10). A remote array's requests wait on
+        the network: libfuse's 10, all at work."""
+        if not self.threads:
+            return
+        cores = len(os.sched_getaffinity(0))
+        self.python_slots = cores
+        if (libfuse_version or (0, 0)) >= (3, 12):
+            self.extra.setdefault("max_threads", str(max(LOCAL_MIN_THREADS, 2 * cores)))
 
     def fuse_kwargs(self) -> dict:
         """Keyword arguments for ``mfusepy.FUSE``."""
@@ -220,6 +235,10 @@ class FuseOptions:
         and with attr_timeout 0 a per-stat re-listing would make `ls -l commits/` quadratic."""
         return self.entry_timeout
 
+
+#: libfuse threads of a mount of a local array, at least: a request is answered beside this many, less one,
+#: renders that take long
+LOCAL_MIN_THREADS = 8
 
 #: the options that take a number: its type, and what a wrong value is told it should be
 _NUMBERS = {**dict.fromkeys(("attr_timeout", "entry_timeout", "negative_timeout"), (float, "a number of seconds")),
