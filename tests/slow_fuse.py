@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     mnt, state = argv[1], argv[2]
     catch_stop_signals()   # before any thread starts, as `tdbfs mount -f` does
     options = FuseOptions.parse([argv[i + 1] for i, a in enumerate(argv) if a == "-o"])
-    options.for_local_array(libfuse.libfuse_version())
+    options.for_array(libfuse.libfuse_version())
     root = StaticDir(lambda: {
         "fast.txt": BytesFile(lambda: FAST, FOREVER),
         "names": StaticDir(lambda: {n: BytesFile(lambda: b"", FOREVER) for n in NAMES}, immutable=True),

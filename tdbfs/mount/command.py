@@ -24,8 +24,7 @@ def cmd_mount(args) -> int:
         options = fuse_options(args)
         if "fsname" not in option_keys(fuse_items(args.options)):
             options.fsname = array.path if array.remote else default_fsname(array.path)
-        if not array.remote:
-            options.for_local_array(libfuse.libfuse_version())
+        options.for_array(libfuse.libfuse_version(), remote=array.remote)
         # listings of an object store are trusted as long as the kernel keeps the names found in them;
         # a local array given no backend option never imports the backend (start-up time)
         items = remote_items(args.options) + secrets

@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from typing import Callable, Optional
 
 from ..views.nodes import DirNode
@@ -63,13 +64,16 @@ def _fuse_class():
                 _keep_thread_state()
             if STOP.is_set() and func.__name__ not in _WHILE_STOPPING:
                 return -errno.EINTR   # the mount is gone: no new work (shutdown.py)
-            held = self.gate.enter()
+            self.gate.enter()
             try:
                 with REQUESTS:   # the background check waits while requests come (check/background.py)
                     return super()._wrapper(func, *args, **kwargs)
             finally:
-                if held:
-                    self.gate.leave()
+                self.gate.leave()
+
+        def destroy(self, private_data):
+            self.shutdown.ended()   # before libfuse frees what fuse_exit would touch
+            return super().destroy(private_data)
 
         def _init(self, conn, config):
             # the loop's handle for fuse_exit, from the one callback sure to run on a loop thread first
@@ -104,26 +108,44 @@ def _libfuse():
 
 
 class RequestGate:
-    """At most `slots` request threads run Python at once; a request that has waited `patience_s` for a
-    slot goes in anyway.
+    """At most `slots` request threads run Python at once; a request that has run for `patience_s` hands
+    its slot to one that waits, and goes on beside it.
 
-    A local array's requests are Python work under one lock (the GIL): more of them running than there
-    are cores only wait for it, and hand it to each other at every system call (docs/performance.md §2).
-    But a loop of as many threads as cores is stopped by as many slow renders (the kernel sends two reads
-    of one big file at once). So libfuse runs more threads than that, and those beyond `slots` wait here
-    (asleep, without the GIL) for a request to end; one that has waited `patience_s` is let in beside a
-    request that takes long, which therefore never holds the others up for longer than that."""
+    A local array's requests are Python work under one lock (the GIL): more of them at work than one per
+    core only wait for it, and hand it to each other at every system call (docs/performance.md §2). But a
+    loop of that many threads is stopped by as many renders of seconds (the kernel sends two reads of one
+    big file at once). So libfuse runs more threads than that, and the requests beyond `slots` wait here
+    (asleep, without the GIL) for one to end, or to have run for `patience_s`: a render that takes long
+    holds no other request up for longer than that, and quick requests queue as in a loop of `slots`."""
 
     def __init__(self, slots: Optional[int], patience_s: float = 0.05):
-        self._slots = threading.Semaphore(slots) if slots else None
+        self._free = threading.Semaphore(slots) if slots else None
         self.patience_s = patience_s
+        self._lock = threading.Lock()
+        self._holders: dict[int, float] = {}   # thread -> when it took its slot
 
-    def enter(self) -> bool:
-        """Wait for a slot (at most `patience_s`); True when one was taken (give it back with `leave`)."""
-        return self._slots is not None and self._slots.acquire(timeout=self.patience_s)
+    def enter(self) -> None:
+        """Wait for a slot: a free one, or that of a request that has run for `patience_s`."""
+        if self._free is None:
+            return
+        me = threading.get_ident()
+        while not self._free.acquire(timeout=self.patience_s):
+            with self._lock:
+                now = time.monotonic()
+                long = next((t for t, since in self._holders.items() if now - since >= self.patience_s), None)
+                if long is not None:
+                    del self._holders[long]   # its slot is ours now: it goes on without one
+                    break
+        with self._lock:
+            self._holders[me] = time.monotonic()
 
     def leave(self) -> None:
-        self._slots.release()
+        if self._free is None:
+            return
+        with self._lock:
+            held = self._holders.pop(threading.get_ident(), None) is not None
+        if held:
+            self._free.release()
 
 
 class _CallbackThread(threading.local):
@@ -199,6 +221,7 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
             if stopper is None or stopper.signum is None:
                 raise MountError(f"libfuse could not mount {mountpoint}") from None
     finally:
+        shutdown.finish()
         if stopper is not None:
             stopper.stop()
     signum = stopper.signum if stopper is not None else None

@@ -113,9 +113,11 @@ class FuseOptions:
       made 7.6 requests a line, 3.3x slower). The adapter checks instead (`_require`), against
       the same modes, whenever other users can reach the mount (``allow_other``, ``allow_root``);
       without those options the kernel lets no one but the mounting user in.
-    * ``nothreads`` (``threads=False``): a single-threaded loop was 1.3-1.9x faster for a
-      sequential reader on 2 vCPUs. The store still decodes the next big tile on a background
-      thread (`ByteLRU.make_soon`), so decoding overlaps the loop's copies.
+    * ``threads``: a single-threaded loop (``nothreads``) was 1.3-1.9x faster for a sequential reader
+      on 2 vCPUs, but a render of seconds held up every other request of the mount. Several threads
+      then, of which one runs Python at a time on a local array unless a request takes long
+      (`for_array`, fuse_loop.RequestGate): quick requests queue as in the loop. The store
+      still decodes the next big tile on a background thread (`ByteLRU.make_soon`).
     * ``entry_timeout = 1 s``: folders such as ``fragments/`` and ``commits/`` change while
       mounted, and libfuse's high-level API only has one timeout for all nodes; 1 s keeps
       warm tree walks cached yet shows new and vanished names quickly.
@@ -162,8 +164,9 @@ class FuseOptions:
     def parse(cls, option_strings, **kwargs) -> "FuseOptions":
         """Options from ``-o a,b=c`` strings; ValueError for an option tdbfs cannot honour.
 
-        ``nothreads`` selects the single-threaded loop (``threads``, the default, the multi-threaded one); ``ro``, ``fsname``, ``subtype``, the
-        timeouts, ``max_read`` and ``read_ahead_kb`` map to their fields; anything else goes to libfuse as is.
+        ``nothreads`` selects the single-threaded loop (``threads``, the default, the multi-threaded
+        one); ``ro``, ``fsname``, ``subtype``, the timeouts, ``max_read`` and ``read_ahead_kb`` map to
+        their fields; anything else goes to libfuse as is.
         """
         opts = cls(**kwargs)
         for text in option_strings or ():
@@ -193,18 +196,22 @@ class FuseOptions:
                     opts.extra[key] = value if eq else True
         return opts
 
-    def for_local_array(self, libfuse_version) -> None:
-        """The threads of a mount of a local array. Its requests are Python work under one lock (the GIL):
-        more of them at work than cores only wait for it (docs/performance.md §2), so no more than that run
-        at once (fuse_loop.RequestGate); libfuse runs more threads, so that renders that take long never
-        hold them all (libfuse 3.12 and later; libfuse2 runs up to 10). A remote array's requests wait on
-        the network: libfuse's 10, all at work."""
+    def for_array(self, libfuse_version, remote: bool = False) -> None:
+        """The threads of a mount. A local array's requests are Python work under one lock (the GIL): two
+        at work on 2 cores cost 9% more CPU than one (docs/performance.md §2), so one runs at a time unless
+        it takes long (fuse_loop.RequestGate), and libfuse runs more threads, so that renders that take
+        long never hold them all (libfuse 3.12 and later; libfuse2 runs up to 10). A remote array's
+        requests wait on the network: libfuse's 10, all at work. As many may stay idle: none exits, and
+        each keeps its Python thread state (fuse_loop._keep_thread_state); libfuse's own default for that
+        is a number it then refuses, with a message in the log."""
         if not self.threads:
             return
-        cores = len(os.sched_getaffinity(0))
-        self.python_slots = cores
+        if not remote:
+            self.python_slots = 1
         if (libfuse_version or (0, 0)) >= (3, 12):
-            self.extra.setdefault("max_threads", str(max(LOCAL_MIN_THREADS, 2 * cores)))
+            threads = max(LOCAL_MIN_THREADS, 2 * len(os.sched_getaffinity(0))) if not remote else 10
+            self.extra.setdefault("max_threads", str(threads))
+            self.extra.setdefault("max_idle_threads", self.extra["max_threads"])
 
     def fuse_kwargs(self) -> dict:
         """Keyword arguments for ``mfusepy.FUSE``."""

@@ -16,12 +16,13 @@ and, once the mount is gone from it:
   Python installs its handlers without SA_RESTART, so that read fails with EINTR, and libfuse then sees
   it is to exit; the multi-threaded loop cancels its other workers. The daemon then closes /dev/fuse,
   which ends the connection: a reader still holding a file gets ENOTCONN;
-- should anything still hold the daemon `GRACE_S` later (a C call that cannot be interrupted), ends the
-  process (`os._exit`), saying so in the log.
+- should anything still hold libfuse's loop `GRACE_S` later (a C call that cannot be interrupted), ends
+  the process (`os._exit`), saying so in the log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -51,6 +52,10 @@ class Shutdown:
         self._loop_thread = threading.get_ident()   # the thread in libfuse's loop (or waiting for its workers)
         self._can_wake = False
         self._why: Optional[str] = None
+        self._served = threading.Event()   # the loop has returned: nothing left to end outright
+        self._lock = threading.Lock()
+        self._loop_over = False   # libfuse's loop has ended: its struct fuse is about to be freed
+        STOP.clear()   # a mount starts: whatever an earlier one of this process stopped is over
 
     def prepare(self) -> None:
         """Before the loop starts, on the thread that runs it: a handler for WAKE_SIGNAL, so that the signal
@@ -86,17 +91,29 @@ class Shutdown:
         STOP.set()
         self._why = why
         log.info("%s: stopping the work under way", why)
-        if self._libfuse is not None and self._fuse:
-            self._libfuse.fuse_exit(ctypes.c_void_p(self._fuse))
-        if self._can_wake:
-            try:
-                signal.pthread_kill(self._loop_thread, WAKE_SIGNAL)
-            except (OSError, ValueError):   # the loop has already ended
-                pass
+        with self._lock:   # never once libfuse is destroying the session (`ended`): fuse_exit would write freed memory
+            if not self._loop_over:
+                if self._libfuse is not None and self._fuse:
+                    self._libfuse.fuse_exit(ctypes.c_void_p(self._fuse))
+                if self._can_wake:
+                    with contextlib.suppress(OSError, ValueError):
+                        signal.pthread_kill(self._loop_thread, WAKE_SIGNAL)
         threading.Thread(target=self._last_resort, name="tdbfs-exit", daemon=True).start()
 
+    def ended(self) -> None:
+        """libfuse's loop is over and the session is being destroyed (its `destroy` callback): from now
+        on its handle must not be used."""
+        with self._lock:
+            self._loop_over = True
+
+    def finish(self) -> None:
+        """The loop has returned (the thread that ran it calls this): the process ends on its own from
+        here. `STOP` stays set: any work still under way on other threads is as good as gone."""
+        self._served.set()
+
     def _last_resort(self) -> None:
-        threading.Event().wait(GRACE_S)
+        if self._served.wait(GRACE_S):
+            return
         log.error("still running %.0f s after %s: exiting now", GRACE_S, self._why)
         logging.shutdown()
         os._exit(self.exit_code)

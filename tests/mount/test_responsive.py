@@ -4,6 +4,7 @@ order asserted here is certain, none timed (the bounds only keep a failing test 
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -142,3 +143,69 @@ def test_unmounting_stops_the_render_under_way_and_the_daemon_exits(served, how)
     assert not is_mounted(s.mnt)
     out, _ = reader.communicate(timeout=BOUND_S)
     assert out == b"" and reader.returncode != 0   # the reader got an error, never the bytes
+
+
+# --------------------------------------------------------------------------- the parts, without FUSE
+
+def test_gate_hands_the_slot_of_a_long_request_to_one_that_waits():
+    import threading
+
+    from tdbfs.mount.fuse_loop import RequestGate
+
+    gate = RequestGate(1, patience_s=0.01)
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def long_request():
+        gate.enter()
+        order.append("long in")
+        inside.set()
+        release.wait(BOUND_S)
+        order.append("long out")
+        gate.leave()
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    assert inside.wait(BOUND_S)
+    gate.enter()            # the one slot is held: let in once the holder has run its patience
+    order.append("quick in")
+    gate.leave()
+    release.set()
+    t.join(BOUND_S)
+    assert order == ["long in", "quick in", "long out"]
+    # the slot went back once, by the quick request: one is free, not two
+    gate.enter()
+    assert gate._free.acquire(blocking=False) is False
+    gate.leave()
+    assert gate._free.acquire(blocking=False) is True
+
+
+def test_a_render_of_many_pieces_stops_at_its_next_piece_and_is_answered_eintr(tmp_path):
+    from tdbfs.mount.fuse_ops import FuseOSError, TdbfsOperations
+    from tdbfs.store import stopping
+    from tdbfs.store.cache import ByteLRU
+    from tdbfs.views.nodes import FileNode, StaticDir
+
+    cache, made = ByteLRU(1 << 20), []
+
+    class Pieces(FileNode):
+        def size(self):
+            return 100
+
+        def read(self, offset, size):
+            for i in range(100):
+                if i == 3:
+                    stopping.STOP.set()   # the mount goes while the render is under way
+                cache.get_or_make(("piece", i), lambda i=i: (made.append(i) or b"x", 1))
+            return b"x" * size
+
+    ops = TdbfsOperations(StaticDir(lambda: {"big": Pieces()}))
+    try:
+        with pytest.raises(FuseOSError) as caught:
+            ops.read("/big", 10, 0, None)
+        assert caught.value.errno == errno.EINTR
+        assert made == [0, 1, 2]       # ended at its next piece
+        with pytest.raises(stopping.Stopped):
+            cache.get_or_make(("piece", 0), lambda: (b"x", 1))   # even what is cached: the process is going
+    finally:
+        stopping.STOP.clear()
+    assert cache.get_or_make(("piece", 50), lambda: (b"y", 1)) == b"y"
