@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 from ..views.nodes import DirNode
 from ..check.background import REQUESTS
-from ..store.stopping import STOP
+from ..store.stopping import STOP, Stopped
 from .fuse_dirents import BulkFill
 from .fuse_ops import TdbfsOperations
 from .fuse_readdir import _FILL_CALL_2, _FILL_CALL_3, _NO_FILL_FLAGS, _READDIR_PLUS, _fill_dir
@@ -123,29 +123,36 @@ class RequestGate:
         self.patience_s = patience_s
         self._lock = threading.Lock()
         self._holders: dict[int, float] = {}   # thread -> when it took its slot
+        self._inside: dict[int, float] = {}    # the threads in a callback, with a slot or without -> since when
 
     def enter(self) -> None:
         """Wait for a slot: a free one, or that of a request that has run for `patience_s`."""
-        if self._free is None:
-            return
         me = threading.get_ident()
-        while not self._free.acquire(timeout=self.patience_s):
-            with self._lock:
-                now = time.monotonic()
-                long = next((t for t, since in self._holders.items() if now - since >= self.patience_s), None)
-                if long is not None:
-                    del self._holders[long]   # its slot is ours now: it goes on without one
-                    break
+        if self._free is not None:
+            while not self._free.acquire(timeout=self.patience_s):
+                with self._lock:
+                    now = time.monotonic()
+                    long = next((t for t, since in self._holders.items() if now - since >= self.patience_s), None)
+                    if long is not None:
+                        del self._holders[long]   # its slot is ours now: it goes on without one
+                        break
         with self._lock:
-            self._holders[me] = time.monotonic()
+            self._inside[me] = now = time.monotonic()
+            if self._free is not None:
+                self._holders[me] = now
 
     def leave(self) -> None:
-        if self._free is None:
-            return
+        me = threading.get_ident()
         with self._lock:
-            held = self._holders.pop(threading.get_ident(), None) is not None
+            self._inside.pop(me, None)
+            held = self._holders.pop(me, None) is not None
         if held:
             self._free.release()
+
+    def inside(self, since: float) -> list[int]:
+        """The threads answering a request they took before `since` (time.monotonic)."""
+        with self._lock:
+            return [t for t, began in self._inside.items() if began < since]
 
 
 class _CallbackThread(threading.local):
@@ -214,9 +221,11 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
         fuse = _fuse_class().__new__(_fuse_class())   # mfusepy's __init__ runs the loop: set these before
         fuse.gate = RequestGate(options.python_slots if options.threads else None)
         fuse.shutdown = shutdown
-        shutdown.prepare()
+        shutdown.prepare(fuse.gate)
         try:
             fuse.__init__(ops, mountpoint, raw_fi=True, **kwargs)
+        except Stopped:   # interrupted outside fuse_ops' callbacks (shutdown.py), which mfusepy raises again
+            pass
         except RuntimeError:
             if stopper is None or stopper.signum is None:
                 raise MountError(f"libfuse could not mount {mountpoint}") from None

@@ -11,6 +11,8 @@ and, once the mount is gone from it:
 - sets the store's `stopping.STOP`: a render under way gives up at its next piece (`Stopped`, answered
   EINTR by fuse_ops._guard), and every request that comes after is answered EINTR at once
   (fuse_loop._Fuse._wrapper);
+- a request still under way `SETTLE_S` later (a render whose pieces do not go through the store's cache)
+  gets `Stopped` raised in its thread (PyThreadState_SetAsyncExc), at its next bytecode;
 - asks libfuse to leave its loop (`fuse_exit`), and wakes the loop's thread with `WAKE_SIGNAL` from a
   read of /dev/fuse that no request may ever end (a reader that holds a file open and reads no more).
   Python installs its handlers without SA_RESTART, so that read fails with EINTR, and libfuse then sees
@@ -29,14 +31,18 @@ import os
 import select
 import signal
 import threading
+import time
 from typing import Optional
 
-from ..store.stopping import STOP
+from ..store.stopping import STOP, Stopped
 
 log = logging.getLogger("tdbfs.fuse")
 
 #: sent to the loop's thread to end a read of /dev/fuse (SIGUSR1: libfuse and tdbfs use it for nothing else)
 WAKE_SIGNAL = signal.SIGUSR1
+#: how long the loop may take to end by itself once the mount is gone (the kernel ends the connection when
+#: no file of the mount is open) before it is told to (libfuse then tries to unmount again, and says it failed)
+SETTLE_S = 0.2
 #: how long the daemon may take to end once its mount is gone before the process is ended outright
 GRACE_S = 5.0
 
@@ -51,15 +57,18 @@ class Shutdown:
         self._libfuse = None
         self._loop_thread = threading.get_ident()   # the thread in libfuse's loop (or waiting for its workers)
         self._can_wake = False
+        self._gate = None
         self._why: Optional[str] = None
         self._served = threading.Event()   # the loop has returned: nothing left to end outright
         self._lock = threading.Lock()
         self._loop_over = False   # libfuse's loop has ended: its struct fuse is about to be freed
         STOP.clear()   # a mount starts: whatever an earlier one of this process stopped is over
 
-    def prepare(self) -> None:
-        """Before the loop starts, on the thread that runs it: a handler for WAKE_SIGNAL, so that the signal
-        interrupts that thread's wait instead of ending the process (only the main thread may set one)."""
+    def prepare(self, gate) -> None:
+        """Before the loop starts, on the thread that runs it: the requests under way are `gate.inside()`;
+        a handler for WAKE_SIGNAL, so that the signal interrupts that thread's wait instead of ending the
+        process (only the main thread may set one)."""
+        self._gate = gate
         if threading.current_thread() is threading.main_thread():
             signal.signal(WAKE_SIGNAL, _ignore)
             self._can_wake = True
@@ -91,8 +100,13 @@ class Shutdown:
         STOP.set()
         self._why = why
         log.info("%s: stopping the work under way", why)
+        began = time.monotonic()
+        if self._served.wait(SETTLE_S):
+            return   # the loop ended by itself (the kernel ended the connection): nothing to wake
         with self._lock:   # never once libfuse is destroying the session (`ended`): fuse_exit would write freed memory
             if not self._loop_over:
+                for thread in self._gate.inside(began) if self._gate is not None else ():
+                    _interrupt(thread)
                 if self._libfuse is not None and self._fuse:
                     self._libfuse.fuse_exit(ctypes.c_void_p(self._fuse))
                 if self._can_wake:
@@ -117,6 +131,12 @@ class Shutdown:
         log.error("still running %.0f s after %s: exiting now", GRACE_S, self._why)
         logging.shutdown()
         os._exit(self.exit_code)
+
+
+def _interrupt(thread: int) -> None:
+    """Raise Stopped in `thread` at its next bytecode: a render that asks no cache between its pieces (a
+    Python loop over the rows of a tile) ends there, as a Ctrl-C ends a script. A long C call ends first."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(Stopped))
 
 
 def _ignore(signum, frame) -> None:
