@@ -6,7 +6,8 @@ tiny tree with one file whose render takes as long as a test wants. Not part of 
 - `fast.txt` (FAST) and `names/` (NAMES, empty files) answer at once;
 - `slow.bin` (SLOW_SIZE bytes of b"s") renders in pieces of about a millisecond of Python each, every piece
   asked of a store cache (`ByteLRU.get_or_make`, which checks the stop flag, store/stopping.py), as a
-  render of the cells of millions of cells does. Once it has started it writes STATE_DIR/busy; it ends once
+  render of the cells of millions of cells does; `spin.bin` the same, its pieces made without the cache
+  (as the rows of one tile are), so only the daemon's interruption of the thread can end it. Once it has started it writes STATE_DIR/busy; it ends once
   STATE_DIR/go exists, and then writes STATE_DIR/done. A render that stopped writes STATE_DIR/stopped.
 
 A test thus knows, with no timing, that a render is under way, and decides when it ends.
@@ -41,8 +42,8 @@ def _touch(path: str) -> None:
 class SlowFile(FileNode):
     immutable = True
 
-    def __init__(self, state: str):
-        self.state = state
+    def __init__(self, state: str, through_cache: bool = True):
+        self.state, self.through_cache = state, through_cache
         self.cache = ByteLRU(1 << 20)
         self.pieces = 0
 
@@ -60,7 +61,10 @@ class SlowFile(FileNode):
         try:
             while not os.path.exists(os.path.join(self.state, "go")):
                 self.pieces += 1
-                self.cache.get_or_make(("piece", self.pieces), self._piece)
+                if self.through_cache:
+                    self.cache.get_or_make(("piece", self.pieces), self._piece)
+                else:
+                    self._piece()
         except Stopped:
             _touch(os.path.join(self.state, "stopped"))
             raise
@@ -77,6 +81,7 @@ def main(argv: list[str]) -> int:
         "fast.txt": BytesFile(lambda: FAST, FOREVER),
         "names": StaticDir(lambda: {n: BytesFile(lambda: b"", FOREVER) for n in NAMES}, immutable=True),
         "slow.bin": SlowFile(state),
+        "spin.bin": SlowFile(state, through_cache=False),
     })
     serve(root, mnt, options)
     return 0

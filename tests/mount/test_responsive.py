@@ -53,9 +53,9 @@ class Served:
             _out, err = self.proc.communicate()
             raise AssertionError(f"slow_fuse.py exited with {self.proc.returncode}: {err.decode()}")
 
-    def reader(self) -> subprocess.Popen:
-        """`cat slow.bin`, once its render is under way in the daemon."""
-        reader = subprocess.Popen(["cat", str(self.mnt / "slow.bin")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def reader(self, name: str = "slow.bin") -> subprocess.Popen:
+        """`cat NAME`, once its render is under way in the daemon."""
+        reader = subprocess.Popen(["cat", str(self.mnt / name)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert _wait(lambda: (self.state / "busy").exists() or reader.poll() is not None), "the render never started"
         assert reader.poll() is None and (self.state / "busy").exists(), reader.communicate()
         return reader
@@ -115,10 +115,13 @@ def _fusermount() -> list[str]:
     return [exe, "-u"]
 
 
-@pytest.mark.parametrize("how", ["sigterm", "tdbfs umount -z", "reader killed, fusermount -u"])
-def test_unmounting_stops_the_render_under_way_and_the_daemon_exits(served, how):
+@pytest.mark.parametrize("how,name", [("sigterm", "slow.bin"), ("tdbfs umount -z", "slow.bin"),
+                                      ("reader killed, fusermount -u", "slow.bin"), ("sigterm", "spin.bin")])
+def test_unmounting_stops_the_render_under_way_and_the_daemon_exits(served, how, name):
+    """slow.bin's render asks the store's cache for each piece, spin.bin's never does: the daemon interrupts
+    its thread."""
     s = served()
-    reader = s.reader()
+    reader = s.reader(name)
     assert reader.poll() is None   # mid-read
     if how == "sigterm":
         s.proc.send_signal(signal.SIGTERM)
