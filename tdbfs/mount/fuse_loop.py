@@ -70,6 +70,7 @@ def _fuse_class():
                     return super()._wrapper(func, *args, **kwargs)
             finally:
                 self.gate.leave()
+                self.operations.callback_done()
 
         def destroy(self, private_data):
             self.shutdown.ended()   # before libfuse frees what fuse_exit would touch

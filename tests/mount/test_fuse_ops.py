@@ -584,6 +584,15 @@ def test_threads_never_give_a_changing_node_the_long_attribute_timeout(tmp_path)
         assert conf.attr_timeout == 0
         on_other(tile)
         assert conf.attr_timeout == long
+        # a thread that answered a summary and then sits idle holds the short timeout only until its reply
+        # is surely sent: REPLY_SENT_S after its callback returned
+        on_other(summary)
+        other.submit(o.callback_done).result()
+        o._attr_timeout_for(tile)
+        assert conf.attr_timeout == 0   # just returned: its reply may not be sent yet
+        time.sleep(fuse_ops.REPLY_SENT_S * 2)
+        o._attr_timeout_for(tile)
+        assert conf.attr_timeout == long
 
 
 def test_library_choice_prefers_fuse3(monkeypatch):
