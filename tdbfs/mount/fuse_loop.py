@@ -62,10 +62,11 @@ def _fuse_class():
         def _wrapper(self, func, *args, **kwargs):
             if not _CALLBACK_THREAD.keeps_state:
                 _keep_thread_state()
-            if STOP.is_set() and func.__name__ not in _WHILE_STOPPING:
-                return -errno.EINTR   # the mount is gone: no new work (shutdown.py)
             self.gate.enter()
             try:
+                # after `enter`: a request let in after the mount went is no request under way to interrupt
+                if STOP.is_set() and func.__name__ not in _WHILE_STOPPING:
+                    return -errno.EINTR   # the mount is gone: no new work (shutdown.py)
                 with REQUESTS:   # the background check waits while requests come (check/background.py)
                     return super()._wrapper(func, *args, **kwargs)
             finally:
