@@ -46,6 +46,7 @@ import tdbfs.store.fragment as fragment_module
 from mounting import daemon_pids
 from tdbfs.frontend.common import BLAS_ENV
 from tdbfs.mount.daemon import MALLOC_TUNING
+from tdbfs.mount.fuse_setup import LOCAL_MIN_THREADS
 from tdbfs.format import zstd_tile
 from tdbfs.format.errors import FormatError
 from tdbfs.format.tile import parse_chunk_headers, unfilter_tile
@@ -242,10 +243,11 @@ def test_threads_serve_eight_readers_the_same_bytes(sparse_array, mount, tmp_pat
     assert len(got) == 8
     for i in range(8):
         assert got[i] == want, f"reader {i}"
-    # a local array gets as many request threads as cores unless -o max_threads says otherwise, and
-    # each keeps its Python thread state: one line per thread, not one per request
+    # a local array gets twice as many request threads as cores, at least LOCAL_MIN_THREADS, unless
+    # -o max_threads says otherwise (fuse_setup.FuseOptions.for_array), and each keeps its Python thread
+    # state: one line per thread, not one per request
     text = log.read_text()
-    limit = 3 if "max_threads" in option else len(os.sched_getaffinity(0))
+    limit = 3 if "max_threads" in option else max(LOCAL_MIN_THREADS, 2 * len(os.sched_getaffinity(0)))
     assert re.search(rf"mounting on .*[:,]max_threads={limit}(,|$)", text, re.M), text[:2000]
     kept = re.findall(r"request thread (\d+) keeps its Python thread state", text)
     assert 1 <= len(kept) == len(set(kept)) <= limit + 1, kept  # the workers, and the loop's own thread

@@ -32,6 +32,7 @@ import threading
 import time
 
 from ..store.checked import FULL, METADATA, OFF  # noqa: F401 -- METADATA: the default of a local array
+from ..store.stopping import Stopped
 
 log = logging.getLogger("tdbfs.check")
 
@@ -147,6 +148,8 @@ class BackgroundCheck:
                 if self._stop.wait(WATCH_S):
                     return
                 stores = self._stores()
+        except Stopped:   # the mount is gone (store/stopping.py)
+            return
         except Exception:  # noqa: BLE001 -- a bug here must never take the mount down
             log.exception("background check of %s stopped", self.store.path)
 

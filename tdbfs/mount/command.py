@@ -24,11 +24,7 @@ def cmd_mount(args) -> int:
         options = fuse_options(args)
         if "fsname" not in option_keys(fuse_items(args.options)):
             options.fsname = array.path if array.remote else default_fsname(array.path)
-        if options.threads and not array.remote and (libfuse.libfuse_version() or (0, 0)) >= (3, 12):
-            # a local array's requests are Python work under one lock (the GIL): more request threads
-            # than cores only wait for it (docs/performance.md §2). A remote array's requests wait on the
-            # network, and keep libfuse's 10
-            options.extra.setdefault("max_threads", str(len(os.sched_getaffinity(0))))
+        options.for_array(libfuse.libfuse_version(), remote=array.remote)
         # listings of an object store are trusted as long as the kernel keeps the names found in them;
         # a local array given no backend option never imports the backend (start-up time)
         items = remote_items(args.options) + secrets

@@ -5,20 +5,24 @@ read-ahead."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import logging
 import os
 import signal
 import threading
+import time
 from typing import Callable, Optional
 
 from ..views.nodes import DirNode
 from ..check.background import REQUESTS
+from ..store.stopping import STOP, Stopped
 from .fuse_dirents import BulkFill
 from .fuse_ops import TdbfsOperations
 from .fuse_readdir import _FILL_CALL_2, _FILL_CALL_3, _NO_FILL_FLAGS, _READDIR_PLUS, _fill_dir
 from .fuse_setup import FuseOptions
 from .libfuse import fuse_problem, mfusepy
+from .shutdown import Shutdown
 from .stop_signals import catch_stop_signals
 
 log = logging.getLogger("tdbfs.fuse")
@@ -58,8 +62,25 @@ def _fuse_class():
         def _wrapper(self, func, *args, **kwargs):
             if not _CALLBACK_THREAD.keeps_state:
                 _keep_thread_state()
-            with REQUESTS:   # the background check waits while requests come (check/background.py)
-                return super()._wrapper(func, *args, **kwargs)
+            self.gate.enter()
+            try:
+                # after `enter`: a request let in after the mount went is no request under way to interrupt
+                if STOP.is_set() and func.__name__ not in _WHILE_STOPPING:
+                    return -errno.EINTR   # the mount is gone: no new work (shutdown.py)
+                with REQUESTS:   # the background check waits while requests come (check/background.py)
+                    return super()._wrapper(func, *args, **kwargs)
+            finally:
+                self.gate.leave()
+                self.operations.callback_done()
+
+        def destroy(self, private_data):
+            self.shutdown.ended()   # before libfuse frees what fuse_exit would touch
+            return super().destroy(private_data)
+
+        def _init(self, conn, config):
+            # the loop's handle for fuse_exit, from the one callback sure to run on a loop thread first
+            self.shutdown.live(_libfuse(), _libfuse().fuse_get_context().contents.fuse)
+            super()._init(conn, config)
 
         def readdir_fuse_2(self, path, buf, filler, offset, fip):
             fill = ctypes.cast(filler, _FILL_CALL_2)
@@ -78,6 +99,62 @@ def _fuse_class():
             return done
 
     return _Fuse
+
+
+#: callbacks still run once the mount is gone: they free what an open took
+_WHILE_STOPPING = frozenset({"release", "releasedir", "destroy", "forget", "flush"})
+
+
+def _libfuse():
+    return mfusepy._libfuse
+
+
+class RequestGate:
+    """At most `slots` request threads run Python at once; a request that has run for `patience_s` hands
+    its slot to one that waits, and goes on beside it.
+
+    A local array's requests are Python work under one lock (the GIL): more of them at work than one per
+    core only wait for it, and hand it to each other at every system call (docs/performance.md §2). But a
+    loop of that many threads is stopped by as many renders of seconds (the kernel sends two reads of one
+    big file at once). So libfuse runs more threads than that, and the requests beyond `slots` wait here
+    (asleep, without the GIL) for one to end, or to have run for `patience_s`: a render that takes long
+    holds no other request up for longer than that, and quick requests queue as in a loop of `slots`."""
+
+    def __init__(self, slots: Optional[int], patience_s: float = 0.05):
+        self._free = threading.Semaphore(slots) if slots else None
+        self.patience_s = patience_s
+        self._lock = threading.Lock()
+        self._holders: dict[int, float] = {}   # thread -> when it took its slot
+        self._inside: dict[int, float] = {}    # the threads in a callback, with a slot or without -> since when
+
+    def enter(self) -> None:
+        """Wait for a slot: a free one, or that of a request that has run for `patience_s`."""
+        me = threading.get_ident()
+        if self._free is not None:
+            while not self._free.acquire(timeout=self.patience_s):
+                with self._lock:
+                    now = time.monotonic()
+                    long = next((t for t, since in self._holders.items() if now - since >= self.patience_s), None)
+                    if long is not None:
+                        del self._holders[long]   # its slot is ours now: it goes on without one
+                        break
+        with self._lock:
+            self._inside[me] = now = time.monotonic()
+            if self._free is not None:
+                self._holders[me] = now
+
+    def leave(self) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            self._inside.pop(me, None)
+            held = self._holders.pop(me, None) is not None
+        if held:
+            self._free.release()
+
+    def inside(self, since: float) -> list[int]:
+        """The threads answering a request they took before `since` (time.monotonic)."""
+        with self._lock:
+            return [t for t, began in self._inside.items() if began < since]
 
 
 class _CallbackThread(threading.local):
@@ -133,6 +210,7 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
             on_init()
 
     ops = TdbfsOperations(root, options, on_init=started, perm_mask=perm_mask, mask_at=mask_at)
+    shutdown = Shutdown(mountpoint)
     kwargs = options.fuse_kwargs()
     log.info("mounting on %s with libfuse %s.%s (%s): %s", mountpoint, mfusepy.fuse_version_major,
              mfusepy.fuse_version_minor, getattr(mfusepy, "_libfuse_path", "?"),
@@ -142,12 +220,19 @@ def serve(root: DirNode, mountpoint: str, options: Optional[FuseOptions] = None,
             stopper.mountpoint = mountpoint
             if stopper.signum is not None:  # stopped while starting: nothing to mount
                 return stopper.signum
+        fuse = _fuse_class().__new__(_fuse_class())   # mfusepy's __init__ runs the loop: set these before
+        fuse.gate = RequestGate(options.python_slots if options.threads else None)
+        fuse.shutdown = shutdown
+        shutdown.prepare(fuse.gate)
         try:
-            _fuse_class()(ops, mountpoint, raw_fi=True, **kwargs)
+            fuse.__init__(ops, mountpoint, raw_fi=True, **kwargs)
+        except Stopped:   # interrupted outside fuse_ops' callbacks (shutdown.py), which mfusepy raises again
+            pass
         except RuntimeError:
             if stopper is None or stopper.signum is None:
                 raise MountError(f"libfuse could not mount {mountpoint}") from None
     finally:
+        shutdown.finish()
         if stopper is not None:
             stopper.stop()
     signum = stopper.signum if stopper is not None else None

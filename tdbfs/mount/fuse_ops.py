@@ -33,6 +33,7 @@ from .fuse_readdir import _DIR_MODE
 from .fuse_setup import FuseOptions
 from .joined_names import encoded_entries
 from .libfuse import FuseOSError, _OperationsBase, libfuse_version, mfusepy
+from ..store.stopping import Stopped
 from ..views.nodes import DirNode, FileNode, Node, NoSuchPath, NotAFolder, SymlinkNode, ViewError, walk
 
 log = logging.getLogger("tdbfs.fuse")
@@ -42,6 +43,10 @@ log = logging.getLogger("tdbfs.fuse")
 #: the open's 7 requests). A path walk still revalidates the name after `entry_timeout` (its LOOKUP
 #: brings fresh attributes), so a vanished fragment is noticed as soon as before.
 IMMUTABLE_ATTR_TIMEOUT = 3600.0
+#: under threads, how long after a callback returned its reply is taken as sent: libfuse reads the shared
+#: attribute timeout a few instructions after the callback returns, on the same thread
+REPLY_SENT_S = 0.05
+_NOT_YET = float("inf")
 
 
 # --------------------------------------------------------------------------- adapter
@@ -65,6 +70,8 @@ def _guard(func):
             return func(self, path, *args)
         except FuseOSError:
             raise
+        except Stopped:   # the mount is gone and the work with it (mount/shutdown.py): no error of the array
+            raise FuseOSError(errno.EINTR) from None
         except ViewError as exc:
             self._log_once(logging.WARNING, "%s %s: I/O error: %s", op, path, exc)
             raise FuseOSError(errno.EIO) from None
@@ -126,8 +133,9 @@ class TdbfsOperations(_OperationsBase):
         # who else may come in: then every request is checked against the modes the nodes show
         self._others = any(k in self.options.extra for k in ("allow_other", "allow_root"))
         self._live_config = None  # libfuse3's own fuse_config, when attr_timeout may be set per node
-        # under -o threads: the threads whose last LOOKUP or GETATTR was of a node that can change
-        self._short_pending: set[int] = set()
+        # under threads: the threads whose last LOOKUP or GETATTR was of a node that can change -> when
+        # that callback returned (_NOT_YET until then)
+        self._short_pending: dict[int, float] = {}
         self._timeout_lock = threading.Lock()
 
     def _attr_timeout_for(self, node: Node) -> None:
@@ -138,12 +146,15 @@ class TdbfsOperations(_OperationsBase):
         `lookup_path`). With a single-threaded loop no other request runs in between, so setting
         it here gives each reply the timeout of its own node.
 
-        Under `-o threads` another thread's reply may read the value set here. The only harm would
-        be a node that can change (a summary) getting an immutable node's long timeout, so: a thread
-        that answers for such a node sets the short timeout and stays registered until its next
-        LOOKUP or GETATTR (by then its reply is sent); the long one is set only while no thread is
-        registered, both under one lock. An immutable node may then get the short timeout: one
-        GETATTR more."""
+        Under threads another thread's reply may read the value set here. The only harm would be a
+        node that can change (a summary) getting an immutable node's long timeout, so: a thread that
+        answers for such a node sets the short timeout and stays registered until its next LOOKUP or
+        GETATTR, or until `REPLY_SENT_S` after its callback returned (`callback_done`): libfuse fills
+        the reply on that thread right after the callback returns. The long one is set only while no
+        thread is registered, both under one lock. An immutable node may then get the short timeout:
+        one GETATTR more. Without the second way out, threads that answered a summary once and then
+        sat idle (libfuse runs 8 or more) kept every tile file at the short timeout: 2 GETATTR more
+        per `cat`."""
         conf = self._live_config
         if conf is None:
             return
@@ -154,13 +165,26 @@ class TdbfsOperations(_OperationsBase):
             return
         me = threading.get_ident()
         with self._timeout_lock:
+            pending = self._short_pending
             if node.immutable:
-                self._short_pending.discard(me)
-                if not self._short_pending:
+                pending.pop(me, None)
+                if pending:
+                    now = time.monotonic()
+                    for thread in [t for t, done in pending.items() if now - done > REPLY_SENT_S]:
+                        del pending[thread]
+                if not pending:
                     conf.attr_timeout = long
             else:
-                self._short_pending.add(me)
+                pending[me] = _NOT_YET
                 conf.attr_timeout = short
+
+    def callback_done(self) -> None:
+        """The callback on this thread has returned (fuse_loop._Fuse._wrapper): see `_attr_timeout_for`."""
+        if self._short_pending:
+            me = threading.get_ident()
+            with self._timeout_lock:
+                if self._short_pending.get(me) == _NOT_YET:
+                    self._short_pending[me] = time.monotonic()
 
     def _require(self, path: str, want: int) -> None:
         """EACCES unless the calling process has `want` (4 read, 1 execute) on the node at `path` and execute

@@ -113,9 +113,11 @@ class FuseOptions:
       made 7.6 requests a line, 3.3x slower). The adapter checks instead (`_require`), against
       the same modes, whenever other users can reach the mount (``allow_other``, ``allow_root``);
       without those options the kernel lets no one but the mounting user in.
-    * ``nothreads`` (``threads=False``): a single-threaded loop was 1.3-1.9x faster for a
-      sequential reader on 2 vCPUs. The store still decodes the next big tile on a background
-      thread (`ByteLRU.make_soon`), so decoding overlaps the loop's copies.
+    * ``threads``: a single-threaded loop (``nothreads``) was 1.3-1.9x faster for a sequential reader
+      on 2 vCPUs, but a render of seconds held up every other request of the mount. Several threads
+      then, of which one runs Python at a time on a local array unless a request takes long
+      (`for_array`, fuse_loop.RequestGate): quick requests queue as in the loop. The store
+      still decodes the next big tile on a background thread (`ByteLRU.make_soon`).
     * ``entry_timeout = 1 s``: folders such as ``fragments/`` and ``commits/`` change while
       mounted, and libfuse's high-level API only has one timeout for all nodes; 1 s keeps
       warm tree walks cached yet shows new and vanished names quickly.
@@ -143,9 +145,9 @@ class FuseOptions:
     # a plain class, not a dataclass: `tdbfs mount` imports this module, and dataclasses (with inspect)
     # would be half of its import time
     __slots__ = ("foreground", "threads", "debug", "fsname", "subtype", "attr_timeout", "entry_timeout",
-                 "negative_timeout", "max_read", "read_ahead_kb", "extra", "check")
+                 "negative_timeout", "max_read", "read_ahead_kb", "extra", "check", "python_slots")
 
-    def __init__(self, *, foreground: bool = True, threads: bool = False, debug: bool = False,
+    def __init__(self, *, foreground: bool = True, threads: bool = True, debug: bool = False,
                  fsname: str = "tdbfs", subtype: str = "tdbfs", attr_timeout: float = 0.0,
                  entry_timeout: float = 1.0, negative_timeout: float = 0.0, max_read: int | None = None,
                  read_ahead_kb: int = 1024, extra: dict | None = None):
@@ -155,13 +157,16 @@ class FuseOptions:
         self.max_read, self.read_ahead_kb = max_read, read_ahead_kb
         self.extra = {} if extra is None else extra
         self.check: str | None = None   # -o check=off|metadata|full (check/background.py); None: the default
+        #: how many request threads run Python at once (fuse_loop.RequestGate); None: as many as libfuse runs
+        self.python_slots: int | None = None
 
     @classmethod
     def parse(cls, option_strings, **kwargs) -> "FuseOptions":
         """Options from ``-o a,b=c`` strings; ValueError for an option tdbfs cannot honour.
 
-        ``threads`` selects the multi-threaded loop; ``ro``, ``fsname``, ``subtype``, the
-        timeouts, ``max_read`` and ``read_ahead_kb`` map to their fields; anything else goes to libfuse as is.
+        ``nothreads`` selects the single-threaded loop (``threads``, the default, the multi-threaded
+        one); ``ro``, ``fsname``, ``subtype``, the timeouts, ``max_read`` and ``read_ahead_kb`` map to
+        their fields; anything else goes to libfuse as is.
         """
         opts = cls(**kwargs)
         for text in option_strings or ():
@@ -173,10 +178,10 @@ class FuseOptions:
                 key = key.strip()
                 if key in FORBIDDEN_OPTIONS:
                     raise ValueError(f"mount option '{key}' is not supported: {FORBIDDEN_OPTIONS[key]}")
-                if key in ("ro", "nothreads"):
+                if key == "ro":
                     continue
-                if key == "threads":
-                    opts.threads = True
+                if key in ("threads", "nothreads"):
+                    opts.threads = key == "threads"
                 elif key == "debug":
                     opts.debug = True
                 elif key in ("fsname", "subtype"):
@@ -190,6 +195,23 @@ class FuseOptions:
                 else:
                     opts.extra[key] = value if eq else True
         return opts
+
+    def for_array(self, libfuse_version, remote: bool = False) -> None:
+        """The threads of a mount. A local array's requests are Python work under one lock (the GIL): two
+        at work on 2 cores cost 9% more CPU than one (docs/performance.md §2), so one runs at a time unless
+        it takes long (fuse_loop.RequestGate), and libfuse runs more threads, so that renders that take
+        long never hold them all (libfuse 3.12 and later; libfuse2 runs up to 10). A remote array's
+        requests wait on the network: libfuse's 10, all at work. As many may stay idle: none exits, and
+        each keeps its Python thread state (fuse_loop._keep_thread_state); libfuse's own default for that
+        is a number it then refuses, with a message in the log."""
+        if not self.threads:
+            return
+        if not remote:
+            self.python_slots = 1
+        if (libfuse_version or (0, 0)) >= (3, 12):
+            threads = max(LOCAL_MIN_THREADS, 2 * len(os.sched_getaffinity(0))) if not remote else 10
+            self.extra.setdefault("max_threads", str(threads))
+            self.extra.setdefault("max_idle_threads", self.extra["max_threads"])
 
     def fuse_kwargs(self) -> dict:
         """Keyword arguments for ``mfusepy.FUSE``."""
@@ -220,6 +242,10 @@ class FuseOptions:
         and with attr_timeout 0 a per-stat re-listing would make `ls -l commits/` quadratic."""
         return self.entry_timeout
 
+
+#: libfuse threads of a mount of a local array, at least: a request is answered beside this many, less one,
+#: renders that take long
+LOCAL_MIN_THREADS = 8
 
 #: the options that take a number: its type, and what a wrong value is told it should be
 _NUMBERS = {**dict.fromkeys(("attr_timeout", "entry_timeout", "negative_timeout"), (float, "a number of seconds")),

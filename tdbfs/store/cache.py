@@ -8,6 +8,8 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Callable, Hashable
 
+from .stopping import STOP, Stopped
+
 #: at most this many values waiting to be made in the background (a reader needs two ahead)
 MAX_PENDING = 4
 #: background threads making values ahead: zstd releases the GIL, so each decodes on a core of its
@@ -124,6 +126,8 @@ class ByteLRU:
                 self._drop(next(iter(self._items)))
 
     def get_or_make(self, key, make: Callable[[], tuple[object, int]]):
+        if STOP.is_set():   # shutting down: a render of many pieces ends here (store/stopping.py)
+            raise Stopped()
         value = self.get(key)
         if value is not None:
             return value
@@ -218,7 +222,7 @@ class ByteLRU:
                 self.get_or_make(key, make)
                 with self._lock:
                     self.made_ahead += 1
-            except Exception:
+            except (Exception, Stopped):
                 pass
             finally:
                 with self._lock:

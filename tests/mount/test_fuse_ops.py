@@ -511,7 +511,8 @@ def test_fuse_options_defaults():
     # the adapter checks modes itself (see FuseOptions): default_permissions cost a round trip per folder walked
     assert kw["ro"] is True and "default_permissions" not in kw
     assert kw["fsname"] == "tdbfs" and kw["subtype"] == "tdbfs"
-    assert kw["nothreads"] is True and kw["foreground"] is True
+    # several threads, so that a render of seconds holds up no other request (docs/performance.md §2)
+    assert kw["nothreads"] is False and kw["foreground"] is True
     # sizes of summaries change: never cached (see FuseOptions); names for 1 s
     assert kw["attr_timeout"] == "0" and kw["entry_timeout"] == "1" and kw["negative_timeout"] == "0"
     assert not any(k in kw for k in ("large_read", "direct_io", "kernel_cache", "rw"))
@@ -521,6 +522,24 @@ def test_fuse_options_parse():
     o = FuseOptions.parse(["allow_other,attr_timeout=2.5", "threads", "ro", "fsname=myarr", "max_read=131072"])
     kw = o.fuse_kwargs()
     assert kw["allow_other"] is True and kw["attr_timeout"] == "2.5" and kw["nothreads"] is False
+    assert FuseOptions.parse(["nothreads"]).fuse_kwargs()["nothreads"] is True
+    local = FuseOptions()
+    local.for_array((3, 14))
+    # one request at a time runs Python, beside libfuse threads enough for renders that take long
+    assert local.python_slots == 1 and int(local.fuse_kwargs()["max_threads"]) >= fuse_setup.LOCAL_MIN_THREADS
+    mine = FuseOptions.parse(["max_threads=3"])
+    mine.for_array((3, 14))
+    assert mine.fuse_kwargs()["max_threads"] == "3"
+    single = FuseOptions.parse(["nothreads"])
+    single.for_array((3, 14))
+    assert single.python_slots is None and "max_threads" not in single.fuse_kwargs()
+    remote = FuseOptions()
+    remote.for_array((3, 14), remote=True)   # requests that wait on the network: all at work
+    assert remote.python_slots is None and remote.fuse_kwargs()["max_threads"] == "10"
+    assert local.fuse_kwargs()["max_idle_threads"] == local.fuse_kwargs()["max_threads"]
+    old = FuseOptions()
+    old.for_array((2, 9))   # libfuse2 knows neither option
+    assert not {"max_threads", "max_idle_threads"} & set(old.fuse_kwargs())
     assert kw["fsname"] == "myarr" and kw["max_read"] == 131072 and kw["ro"] is True
     assert o.lookup_ttl() == 1.0
     assert FuseOptions().lookup_ttl() == 1.0  # attr_timeout 0 does not re-list folders on every stat
@@ -564,6 +583,15 @@ def test_threads_never_give_a_changing_node_the_long_attribute_timeout(tmp_path)
         o._attr_timeout_for(tile)  # the other thread's summary reply may not be sent yet
         assert conf.attr_timeout == 0
         on_other(tile)
+        assert conf.attr_timeout == long
+        # a thread that answered a summary and then sits idle holds the short timeout only until its reply
+        # is surely sent: REPLY_SENT_S after its callback returned
+        on_other(summary)
+        other.submit(o.callback_done).result()
+        o._attr_timeout_for(tile)
+        assert conf.attr_timeout == 0   # just returned: its reply may not be sent yet
+        time.sleep(fuse_ops.REPLY_SENT_S * 2)
+        o._attr_timeout_for(tile)
         assert conf.attr_timeout == long
 
 
