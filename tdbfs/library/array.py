@@ -75,7 +75,8 @@ class Array(StoreObject):
             from ..views.legacy0x_views import array_summary
         else:
             from ..views.array_views import array_summary
-        with self.store.one_pass(), self.store.digests.render():
+        from ..store.pass_gc import fewer_collections
+        with self.store.one_pass(), self.store.digests.render(), fewer_collections():
             return array_summary(self.store)
 
     @property

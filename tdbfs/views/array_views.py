@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
+from ..store.pass_gc import fewer_collections
 from .common import guarded
 from .nodes import BytesFile, Summary
 
@@ -14,7 +15,7 @@ def summary_file(store, render, structure: str, checked: bool = False) -> BytesF
     parsed once for the four (store/fragment_digest.py), kept until store.summary_state() changes; never
     a data tile."""
     def in_one_pass() -> bytes:
-        with store.one_pass(), store.digests.render():
+        with store.one_pass(), store.digests.render(), fewer_collections():
             return render()
 
     state = store.summary_state
