@@ -129,3 +129,47 @@ def test_a_second_look_decodes_no_footer_and_a_new_fragment_costs_its_own(tmp_pa
         assert store.footers_decoded == 4   # the new fragment's footer alone
         assert second == _fresh(path)
         assert new.encode() in second["stats.csv"] and _fragments_counted(second["array.yaml"]) == 4
+
+
+def test_array_yaml_again_for_more_checked_lists_no_fragment_folder_again(tmp_path):
+    """array.yaml is rendered again whenever the background check marks more as checked; with the
+    listings, commits and problems as they were, the fragment folders a whole render listed are not
+    listed again (100,000 of them: the whole pass again). A change of the listings lists them again,
+    and a fragment damaged since then shows."""
+    from test_many_fragments import CountingStorage, add_fragment, make_fragments
+
+    from tdbfs.store import ArrayStore
+    from tdbfs.views.nodes import resolve
+    from tdbfs.views.tree import build_root
+
+    path = tmp_path / "arr"
+    names = make_fragments(path, 30)
+    time.sleep(TICK_S)   # __schema/__enumerations too: the summaries are kept only for listings a tick old
+    storage = CountingStorage(str(path))
+    store = ArrayStore(storage)
+    node = resolve(build_root(store), "array.yaml")
+
+    def look() -> dict:
+        return yaml.safe_load(bytes(node.read(0, node.size())))
+
+    first = look()
+    assert first["checked"]["metadata"] == "0 of 30 fragments" and first["problems"] == []
+    assert len({rel for rel in storage.listed if rel.startswith("__fragments/")}) == 30
+    storage.listed.clear()
+    store.checked.mark_fragment(store.fragment(f"__fragments/{names[0]}"), tiles=False)
+    second = look()   # rendered again: it says more is checked
+    assert second["checked"]["metadata"] == "1 of 30 fragments"
+    assert dict(second, checked=None) == dict(first, checked=None)
+    assert [rel for rel in storage.listed if rel.startswith("__fragments/")] == []
+
+    # a data file of a committed fragment removed, and a new fragment: the listings changed, every
+    # fragment folder is listed again and the damage shows
+    victim = names[3]
+    os.unlink(path / "__fragments" / victim / "a0.tdb")
+    add_fragment(path, 1000)
+    time.sleep(TICK_S)
+    third = look()
+    assert len({rel for rel in storage.listed if rel.startswith("__fragments/")}) == 31
+    assert [(p["file"], p["message"]) for p in third["problems"]] == [
+        (f"__fragments/{victim}/a0.tdb", "file missing (4 tiles of a0 are in it)")]
+    assert third["counts"]["fragments"] == 31

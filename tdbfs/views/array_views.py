@@ -15,8 +15,9 @@ def summary_file(store, render, structure: str, checked: bool = False) -> BytesF
     parsed once for the four (store/fragment_digest.py), kept until store.summary_state() changes; never
     a data tile."""
     def in_one_pass() -> bytes:
-        with store.one_pass(), store.digests.render(), fewer_collections():
-            return render()
+        with store.one_pass():
+            with store.digests.render(store.summary_state()), fewer_collections():
+                return render()
 
     state = store.summary_state
     if checked:   # array.yaml: also what has been checked (check/background.py marks it as it goes)
