@@ -76,8 +76,9 @@ class Array(StoreObject):
         else:
             from ..views.array_views import array_summary
         from ..store.pass_gc import fewer_collections
-        with self.store.one_pass(), self.store.digests.render(), fewer_collections():
-            return array_summary(self.store)
+        with self.store.one_pass():
+            with self.store.digests.render(self.store.summary_state()), fewer_collections():
+                return array_summary(self.store)
 
     @property
     def problems(self) -> list:
