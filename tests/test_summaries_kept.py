@@ -173,3 +173,42 @@ def test_array_yaml_again_for_more_checked_lists_no_fragment_folder_again(tmp_pa
     assert [(p["file"], p["message"]) for p in third["problems"]] == [
         (f"__fragments/{victim}/a0.tdb", "file missing (4 tiles of a0 are in it)")]
     assert third["counts"]["fragments"] == 31
+
+
+def test_array_yaml_is_rendered_once_while_the_background_check_moves_on(tmp_path, monkeypatch):
+    """A background check marks fragments as checked all through a render of many fragments; array.yaml is
+    served as rendered (its `checked:` then says less than is checked by the end, never more) and kept
+    under what it shows, not rendered again and again; the next look, with more checked, renders it anew."""
+    import itertools
+
+    from test_many_fragments import make_fragments
+
+    import tdbfs.views.array_views as array_views
+    from tdbfs.store import ArrayStore
+    from tdbfs.views.nodes import resolve
+    from tdbfs.views.tree import build_root
+
+    path = tmp_path / "arr"
+    names = make_fragments(path, 5)
+    time.sleep(TICK_S)
+    store = ArrayStore(str(path))
+    node = resolve(build_root(store), "array.yaml")
+    renders = []
+    real = array_views.array_summary
+    marks = itertools.cycle(names)
+
+    def render_while_checking(s):
+        renders.append(1)
+        out = real(s)
+        # the check moves on meanwhile (a mark after the render took `checked:`), as it does between any
+        # two of 100,000 fragments
+        s.checked.mark_fragment(s.fragment(f"__fragments/{next(marks)}"), tiles=False)
+        s.checked.background("metadata", running=False)   # shown at once (store/checked.py STATE_TICK_S)
+        return out
+
+    monkeypatch.setattr(array_views, "array_summary", render_while_checking)
+    first = yaml.safe_load(bytes(node.fresh()))   # one rendering per open, as the front ends take it
+    assert len(renders) == 1
+    assert first["checked"]["metadata"] == "0 of 5 fragments" and first["problems"] == []
+    second = yaml.safe_load(bytes(node.fresh()))   # one rendering per open, as the front ends take it
+    assert len(renders) == 2 and second["checked"]["metadata"] == "1 of 5 fragments"

@@ -25,7 +25,7 @@ def summary_file(store, render, structure: str, checked: bool = False) -> BytesF
             now = store.summary_state()
             return None if now is None else (now, store.checked.state())
     return BytesFile(guarded(in_one_pass, store.problems, "", structure),
-                     Summary(state, store.cache, ("summary", store.path, structure)),
+                     Summary(state, store.cache, ("summary", store.path, structure), settled=store.summary_state),
                      mtime=lambda: store.mtime(""))
 
 
