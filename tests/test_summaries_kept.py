@@ -177,8 +177,8 @@ def test_array_yaml_again_for_more_checked_lists_no_fragment_folder_again(tmp_pa
 
 def test_array_yaml_is_rendered_once_while_the_background_check_moves_on(tmp_path, monkeypatch):
     """A background check marks fragments as checked all through a render of many fragments; array.yaml is
-    served as rendered (its `checked:` then says less than is checked by the end, never more) and kept
-    under what it shows, not rendered again and again; the next look, with more checked, renders it anew."""
+    served as rendered (its `checked:` then says less than is checked by the end, never more), not rendered
+    again and again; a look once more is checked renders it anew."""
     import itertools
 
     from test_many_fragments import make_fragments
@@ -210,5 +210,10 @@ def test_array_yaml_is_rendered_once_while_the_background_check_moves_on(tmp_pat
     first = yaml.safe_load(bytes(node.fresh()))   # one rendering per open, as the front ends take it
     assert len(renders) == 1
     assert first["checked"]["metadata"] == "0 of 5 fragments" and first["problems"] == []
-    second = yaml.safe_load(bytes(node.fresh()))   # one rendering per open, as the front ends take it
-    assert len(renders) == 2 and second["checked"]["metadata"] == "1 of 5 fragments"
+    second = yaml.safe_load(bytes(node.fresh()))   # kept: it says less than is checked, never more
+    assert len(renders) == 1 and second == first
+    store.checked.mark_fragment(store.fragment(f"__fragments/{next(marks)}"), tiles=False)
+    store.checked.background("metadata", running=True)
+    third = yaml.safe_load(bytes(node.fresh()))
+    assert len(renders) == 2 and third["checked"]["metadata"] == "2 of 5 fragments"
+    assert dict(third, checked=None) == dict(first, checked=None)

@@ -173,10 +173,13 @@ class Summary(Keep):
         data = f._render()
         after = before
         for _ in range(3):
-            after = self._settled()
+            # the whole state first: a settled part found unchanged after it was unchanged when it was taken
+            # (listings' mtimes and problems found only move on); the rendering is kept under it, saying at
+            # most less than is checked by then
+            state = self._state()
+            after = state if self._settled is self._state else self._settled()
             if after is not None and after == before:
                 break   # nothing the render found changed what it shows
-            state = self._state()
             again = f._render()
             if after is None and again == data:
                 break
