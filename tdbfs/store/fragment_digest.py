@@ -91,6 +91,9 @@ class DigestTable:
             seen, self._render.seen, self._render.state = self._render.seen, None, None
             if state is not None:
                 with self._lock:
+                    before = self._checked_under
+                    if before is not None and before[0] == state:
+                        seen |= before[1]   # stats.csv checks none of the digests array.yaml checked
                     self._checked_under = (state, seen)
 
     def seen_now(self, rel: str) -> bool:

@@ -3,8 +3,8 @@
 A pass over 100,000 footers allocates millions of small objects (parsed footers, cursors, digests) that
 refcounting frees or that live on in the digest table; with CPython's default thresholds the collector
 runs a full collection every time the objects that survived grew by a quarter, each one scanning every
-digest and parsed structure kept so far: some 30% of the CPU seconds of `stats.csv` of 20,000 fragments
-in the library or in a digest worker. The mount's daemon raises the thresholds for good
+digest and parsed structure kept so far: a large share of a pass's CPU seconds in the library or in a
+digest worker. The mount's daemon raises the thresholds for good
 (mount/daemon.py); a pass raises them to the same while it runs, in any process, and puts back what it
 found. Nothing is left uncollected: a collection runs again under the old thresholds after the pass.
 """
