@@ -75,8 +75,10 @@ class Array(StoreObject):
             from ..views.legacy0x_views import array_summary
         else:
             from ..views.array_views import array_summary
-        with self.store.one_pass(), self.store.digests.render():
-            return array_summary(self.store)
+        from ..store.pass_gc import fewer_collections
+        with self.store.one_pass():
+            with self.store.digests.render(self.store.summary_state()), fewer_collections():
+                return array_summary(self.store)
 
     @property
     def problems(self) -> list:

@@ -84,6 +84,18 @@ class BaseStore:
         self.digests = digest_table(self.cache.capacity)
         # how far the problems found go (array.yaml's `checked:`): marked by `check` and a mount's background check
         self.checked = Checked()
+        # fragment footers (0.x: book-keeping files) decoded by this store: what a look at a summary costs
+        # beyond its listings, counted so that tests can tell a kept summary from one made again
+        self._footers_decoded = 0
+
+    @property
+    def footers_decoded(self) -> int:
+        """How many fragment footers (0.x: book-keeping files) this store has decoded so far."""
+        return self._footers_decoded
+
+    def note_footer_decoded(self) -> None:
+        with self._lock:
+            self._footers_decoded += 1
 
     # -- files: every access goes through the storage (no symlink followed, regular files only) ---
     def listdir(self, rel: str = "") -> list[str]:

@@ -112,8 +112,10 @@ def digest_chunk(root: str, key: bytes | None, rels: list) -> list:
     from .open_array import open_array
 
     store = open_array(root, WORKER_CACHE_MB << 20, EncryptionKey(key) if key else None)
+    from .pass_gc import fewer_collections
+
     out = []
-    with store.one_pass(), store.digests.render():
+    with store.one_pass(), store.digests.render(), fewer_collections():
         for rel in rels:
             d = fragment_digest(store, rel)
             if d.committed and d.shape_error is None and d.stats_error is None and not d.findings:

@@ -78,6 +78,7 @@ class Fragment(FragmentFolder):
 
     def _footer_and_schema(self):
         rel = self._file(self.METADATA_FILE)
+        self.store.note_footer_decoded()
         name_version = self._name_version()
         if name_version is not None and name_version <= 2:
             # Formats 1/2: no footer; dense iff there is no __coords.tdb (§5.7).

@@ -66,24 +66,46 @@ class DigestTable:
         self._bytes = 0
         self._lock = threading.Lock()
         self._render = threading.local()   # .seen: the fragments whose digest this render made or checked
+        # (summary state, fragments): those a whole render made or checked under that state
+        self._checked_under: tuple | None = None
 
     @contextmanager
-    def render(self):
+    def render(self, state=None):
         """A summary's render: a digest made or checked in it was made from the listings it sees, and is not
         checked against them again (array.yaml makes the digests for its hints, lists the findings, then
-        the sizes)."""
+        the sizes). `state`: store.summary_state() as the render starts; a later render under the same state
+        takes what a whole render checked as checked (array.yaml is rendered again whenever the background
+        check marks more as checked, and its listings, commits and problems found are the same: listing
+        100,000 fragment folders again then would tell nothing new)."""
         outer = getattr(self._render, "seen", None) is not None
         if not outer:
             self._render.seen = set()
+            self._render.state = state
         try:
             yield
-        finally:
+        except BaseException:
             if not outer:
-                self._render.seen = None
+                self._render.seen = self._render.state = None
+            raise
+        if not outer:
+            seen, self._render.seen, self._render.state = self._render.seen, None, None
+            if state is not None:
+                with self._lock:
+                    before = self._checked_under
+                    if before is not None and before[0] == state:
+                        seen |= before[1]   # stats.csv checks none of the digests array.yaml checked
+                    self._checked_under = (state, seen)
 
     def seen_now(self, rel: str) -> bool:
         seen = getattr(self._render, "seen", None)
-        return seen is not None and rel in seen
+        if seen is None:
+            return False
+        if rel in seen:
+            return True
+        state = self._render.state
+        with self._lock:
+            before = self._checked_under
+        return state is not None and before is not None and before[0] == state and rel in before[1]
 
     def note_seen(self, rel: str) -> None:
         seen = getattr(self._render, "seen", None)
@@ -119,6 +141,7 @@ class DigestTable:
         with self._lock:
             d = self._items.pop(rel, None)
             if d is not None:
+                self._checked_under = None
                 self._bytes -= d.cost
 
     def forget_except(self, live) -> None:
@@ -126,6 +149,7 @@ class DigestTable:
         with self._lock:
             for rel in set(self._items) - set(live):
                 self._bytes -= self._items.pop(rel).cost
+                self._checked_under = None
 
     def __len__(self) -> int:
         return len(self._items)

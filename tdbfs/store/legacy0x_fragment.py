@@ -82,8 +82,10 @@ class Legacy0xFragment(FragmentFolder):
                 # what an interrupted write leaves: the writer saves the book-keeping on finalize
                 raise FormatError(rel, "book-keeping", 0, "missing: the fragment was never finalized, so its "
                                                           "tiles cannot be located (its raw files are under raw/)")
-            return self.store.parsed("zero book-keeping", rel,
-                                     lambda data: zbk.parse_book_keeping(data, rel, self.schema()))
+            def parse(data):
+                self.store.note_footer_decoded()
+                return zbk.parse_book_keeping(data, rel, self.schema())
+            return self.store.parsed("zero book-keeping", rel, parse)
 
         return self._once("book-keeping", make)
 

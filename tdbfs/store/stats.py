@@ -88,10 +88,27 @@ def _filters(frag, field) -> str:
 def _stream_filters(frag, field, stream: str) -> str:
     if frag.layout == LEGACY0X:
         return _codec_words(frag.codec(field, stream))
-    names = [_filter_words(f) for f in frag.pipeline(field, stream).filters]
-    if frag.encrypted():
+    return _pipeline_words(frag.pipeline(field, stream), frag.encrypted())
+
+
+#: pipeline object id -> (the pipeline, encrypted, its words): the fragments of one schema share its
+#: pipelines, and a pass over 100,000 of them would spell each out 100,000 times
+_WORDS: dict = {}
+_WORDS_KEPT = 256
+
+
+def _pipeline_words(pipeline, encrypted: bool) -> str:
+    hit = _WORDS.get((id(pipeline), encrypted))
+    if hit is not None and hit[0] is pipeline:
+        return hit[1]
+    names = [_filter_words(f) for f in pipeline.filters]
+    if encrypted:
         names.append("AES_256_GCM")  # implicit last filter of every data tile of an encrypted array
-    return "|".join(names) or "NONE"
+    words = "|".join(names) or "NONE"
+    if len(_WORDS) >= _WORDS_KEPT:
+        _WORDS.clear()
+    _WORDS[(id(pipeline), encrypted)] = (pipeline, words)   # the pipeline held: its id is not reused
+    return words
 
 
 def _filter_words(spec) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
+from ..store.pass_gc import fewer_collections
 from .common import guarded
 from .nodes import BytesFile, Summary
 
@@ -14,8 +15,9 @@ def summary_file(store, render, structure: str, checked: bool = False) -> BytesF
     parsed once for the four (store/fragment_digest.py), kept until store.summary_state() changes; never
     a data tile."""
     def in_one_pass() -> bytes:
-        with store.one_pass(), store.digests.render():
-            return render()
+        with store.one_pass():
+            with store.digests.render(store.summary_state()), fewer_collections():
+                return render()
 
     state = store.summary_state
     if checked:   # array.yaml: also what has been checked (check/background.py marks it as it goes)
@@ -23,7 +25,7 @@ def summary_file(store, render, structure: str, checked: bool = False) -> BytesF
             now = store.summary_state()
             return None if now is None else (now, store.checked.state())
     return BytesFile(guarded(in_one_pass, store.problems, "", structure),
-                     Summary(state, store.cache, ("summary", store.path, structure)),
+                     Summary(state, store.cache, ("summary", store.path, structure), settled=store.summary_state),
                      mtime=lambda: store.mtime(""))
 
 

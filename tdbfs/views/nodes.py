@@ -152,29 +152,40 @@ class Summary(Keep):
     when nothing changed costs the state, not a pass over 100,000 fragments. A render after which the
     state differs (it found a problem) is done again, and with no state to tell (None) renders are
     repeated until two agree, as LIVE's are. The rendering is kept in the store's bounded cache under
-    (`key`, state), not in the node: timeline.csv of 100,000 fragments is 38 MB."""
+    (`key`, state), not in the node: timeline.csv of 100,000 fragments is 38 MB.
 
-    def __init__(self, state: Callable[[], object], cache, key):
+    `settled` (default: `state`) is the part of the state a render must leave as it found to be served:
+    array.yaml's state also holds how far the background check has got, which moves on during a render
+    of 100,000 fragments without making it stale (its `checked:` is taken before its problems, so it
+    never says more is checked than the problems listed show); the next look renders it again."""
+
+    def __init__(self, state: Callable[[], object], cache, key, settled: Callable[[], object] | None = None):
         self._state, self._cache, self._key = state, cache, key
+        self._settled = settled or state
 
     def data(self, f: "BytesFile") -> bytes:
-        before = self._state()
-        if before is not None:
-            kept = self._cache.get((self._key, before))
+        state = self._state()
+        if state is not None:
+            kept = self._cache.get((self._key, state))
             if kept is not None:
                 return kept
+        before = state if self._settled is self._state else self._settled()
         data = f._render()
         after = before
         for _ in range(3):
-            after = self._state()
+            # the whole state first: a settled part found unchanged after it was unchanged when it was taken
+            # (listings' mtimes and problems found only move on); the rendering is kept under it, saying at
+            # most less than is checked by then
+            state = self._state()
+            after = state if self._settled is self._state else self._settled()
             if after is not None and after == before:
                 break   # nothing the render found changed what it shows
             again = f._render()
             if after is None and again == data:
                 break
             data, before = again, after
-        if after is not None:
-            self._cache.put((self._key, after), data, len(data) + 64)
+        if after is not None and state is not None:
+            self._cache.put((self._key, state), data, len(data) + 64)
         return data
 
     def fresh(self, f: "BytesFile") -> bytes:
