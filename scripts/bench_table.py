@@ -11,8 +11,10 @@ import tempfile
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
-COLUMNS = ("#", "figure", "tdbfs", "baseline", "ratio", "goal")
-KEYS = ("figure", "what", "value", "baseline", "ratio", "goal")
+COLUMNS = ("#", "figure", "tdbfs", "CPU s", "baseline", "baseline CPU s", "ratio", "goal")
+#: a row's keys, column by column; "cpu" and "baseline_cpu" (CPU seconds of each side, scripts/bench_lib.py
+#: cpu_now) may be missing: rows of a run saved before they were measured give empty cells
+KEYS = ("figure", "what", "value", "cpu", "baseline", "baseline_cpu", "ratio", "goal")
 
 
 def machine_line(info: dict) -> str:
@@ -21,7 +23,8 @@ def machine_line(info: dict) -> str:
     return (f"Measured by `{command}` on {info['date']}: {info['cores']} cores, "
             f"Python {info['python']}, tiledb-py {info['tiledb_py']} (TileDB {info['tiledb']}). "
             f"Medians [min–max] of {info['repeat']} runs; each ratio is of medians, against a baseline "
-            f"taken in the same run, the two interleaved.")
+            f"taken in the same run, the two interleaved. CPU s: user plus system seconds of every process the "
+            f"measured part ran (the bench, its children, the mount's daemon), medians [min–max] of the same runs.")
 
 
 def _cell(value) -> str:
