@@ -59,17 +59,17 @@ class ProcessPool:
         self.jobs = jobs
         self._pool: ProcessPoolExecutor | None = None
         self._ctx = _context()
+        self._spec = spec
         if spec is not None:
             self._start()
-            # one per worker: each submit that finds no idle worker starts one (concurrent.futures); a
-            # worker that takes two opens once, the other opens on its first task
+            # each submit that finds no idle worker starts one (concurrent.futures): all of them now
             for _ in range(jobs):
-                self._pool.submit(open_store, spec)
+                self._pool.submit(_nothing)
 
     def _start(self) -> None:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.jobs, mp_context=self._ctx, initializer=_adopt_environment,
-                                             initargs=(dict(os.environ),))
+            self._pool = ProcessPoolExecutor(self.jobs, mp_context=self._ctx, initializer=_start_worker,
+                                             initargs=(dict(os.environ), self._spec))
 
     def __enter__(self):
         return self
@@ -131,6 +131,17 @@ def _alone(ctx, fn, spec, task):
     else:
         why = f"its process exited with status {code}"
     return died(task, why + " (out of memory?)" if code == -signal.SIGKILL else why)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _start_worker(environ: dict, spec) -> None:
+    """A worker's first moments: the parent's environment, then its store of `spec` (when given)."""
+    _adopt_environment(environ)
+    if spec is not None:
+        open_store(spec)
 
 
 def _adopt_environment(environ: dict) -> None:
