@@ -84,6 +84,10 @@ def test_regenerating_twice_gives_the_same_file_and_new_rows_replace_old_ones(re
     _, inside, _ = _split(readme.read_text(encoding="utf-8"))
     assert "of 5 runs" in inside and "of 3 runs" not in inside
     assert "`find MNT" not in inside and inside.count("\n| 1 | dense") == 1
+    # a run saved before CPU seconds were measured: empty CPU cells, and the line does not speak of them
+    bench_table.write_readme_table(str(readme), ROWS[1:], INFO)
+    _, inside, _ = _split(readme.read_text(encoding="utf-8"))
+    assert "two interleaved.\n" in inside and "CPU s:" not in inside.split("\n")[1]
 
 
 @pytest.mark.parametrize("text", [
