@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -134,6 +136,10 @@ class Mount:
         t = time.perf_counter()
         subprocess.run(cmd + [self.array, self.mnt], check=True, env=ENV, capture_output=True)
         self.mount_s = time.perf_counter() - t
+        try:   # its CPU counts from here on in cpu_now(): the daemon is no child of ours (it detached)
+            _DAEMONS.add(self.pid())
+        except RuntimeError:
+            pass
         return self
 
     def pid(self) -> int:
@@ -146,6 +152,8 @@ class Mount:
             pid = self.pid()
         except RuntimeError:
             pid = None
+        if pid in _DAEMONS:   # its CPU up to now, before `tdbfs umount` (a process of its own) stops it
+            _forget_daemon(pid)
         for _ in range(50):
             res = subprocess.run(TDBFS + ["umount", self.mnt], env=ENV, capture_output=True)
             if res.returncode == 0 or b"not mounted" in res.stderr:
@@ -217,15 +225,20 @@ def descendants(pid: int) -> list[int]:
 
 class TreePeak:
     """Peak RSS of processes and all their descendants: VmHWM of each process, sampled every
-    `interval` s while they run, since a worker's high-water mark is lost when it exits."""
+    `interval` s while they run, since a worker's high-water mark is lost when it exits. Also each
+    one's own CPU seconds (cpu_s()), for processes nobody we wait for waits for (a fork server's workers)."""
 
     def __init__(self, roots: list[int], interval: float = 0.05):
         self.roots, self.interval = roots, interval
         self.peak_kib: dict[int, int] = {}
+        self.cpu_first: dict[int, float] = {}   # own CPU s of the processes alive at the start
+        self.cpu_last: dict[int, float] = {}    # own CPU s at the last sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self):
+        self.sample()
+        self.cpu_first = dict(self.cpu_last)
         self._thread.start()
         return self
 
@@ -235,6 +248,14 @@ class TreePeak:
                 hwm = status_kib(pid, "VmHWM")
                 if hwm > self.peak_kib.get(pid, 0):
                     self.peak_kib[pid] = hwm
+                cpu = own_cpu_s(pid)
+                if cpu > self.cpu_last.get(pid, 0):
+                    self.cpu_last[pid] = cpu
+
+    def cpu_s(self, exclude=()) -> float:
+        """Own CPU seconds of every process seen, since the start (the last sample's: what a process
+        spent after it, as it exited, is missing)."""
+        return sum(v - self.cpu_first.get(p, 0.0) for p, v in self.cpu_last.items() if p not in exclude)
 
     def _run(self):
         while not self._stop.wait(self.interval):
@@ -298,12 +319,112 @@ def first_line_s(cmd: list[str]) -> tuple[float, bytes]:
     return dt, line
 
 
-def interleaved(repeat: int, cases: dict) -> dict[str, list]:
-    """Each case run `repeat` times in turns (A B A B ...), so both see the same machine."""
-    out = {name: [] for name in cases}
+class Runs(dict):
+    """What interleaved() returns: {case: [what each run returned]}, and in `cpu` {case: [CPU seconds of
+    each run]} (see cpu_now)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.cpu: dict[str, list[float]] = {}
+
+
+def interleaved(repeat: int, cases: dict) -> Runs:
+    """Each case run `repeat` times in turns (A B A B ...), so both see the same machine. The CPU seconds
+    of each run go to the result's `cpu`: those of the cpu_span()s the case ran (or report_cpu() gave),
+    or else of the whole call."""
+    out = Runs({name: [] for name in cases})
+    out.cpu = {name: [] for name in cases}
     for _ in range(repeat):
         for name, fn in cases.items():
-            out[name].append(fn())
+            _SPANS.append([])
+            start = cpu_now()
+            try:
+                out[name].append(fn())
+            finally:
+                spans = _SPANS.pop()
+            whole = cpu_now() - start
+            out.cpu[name].append(sum(spans) if spans else whole)
+    return out
+
+
+# ----------------------------------------------------------------------------- CPU seconds
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_DAEMONS: set[int] = set()      # daemons of the Mounts now open
+_GONE = [0.0]                   # CPU seconds of the daemons of Mounts closed so far
+_SPANS: list[list[float]] = []  # the CPU seconds of each cpu_span() of the interleaved run in progress
+
+
+def own_cpu_s(pid: int) -> float:
+    """User plus system seconds of process pid itself (all its threads), without its children; 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User plus system seconds of process pid (all its threads) and of the children it has waited for
+    (utime, stime, cutime, cstime of /proc/PID/stat); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / _TICK   # fields 14-17 of proc(5), counted from 1 with pid
+
+
+def tree_cpu_s(pid: int) -> float:
+    """proc_cpu_s of pid and of every descendant alive now (one not yet waited for is in no cutime)."""
+    return sum(proc_cpu_s(p) for p in [pid, *descendants(pid)])
+
+
+def _forget_daemon(pid: int) -> None:
+    _GONE[0] += tree_cpu_s(pid)
+    _DAEMONS.discard(pid)
+
+
+def cpu_now() -> float:
+    """CPU seconds (user + system) spent so far by this process (every thread), by its children it has
+    waited for (getrusage RUSAGE_CHILDREN: `cat`, `ls`, `tdbfs mount`, a fresh tiledb-py process, and
+    their own waited-for children), and by the daemons of the Mounts it opened (read from /proc, since a
+    daemon detaches and is nobody's waited-for child): differences of it are a case's CPU seconds."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + _GONE[0]
+            + sum(tree_cpu_s(p) for p in _DAEMONS))
+
+
+@contextlib.contextmanager
+def cpu_span():
+    """Count only this part of an interleaved case's run as its CPU seconds (the part whose wall time
+    the figure takes), e.g. the `cat`, not the mount before it; several spans of a run add up."""
+    start = cpu_now()
+    try:
+        yield
+    finally:
+        report_cpu(cpu_now() - start)
+
+
+def report_cpu(seconds: float) -> None:
+    """CPU seconds measured elsewhere (a child that times its own part), counted as a cpu_span()."""
+    if _SPANS:
+        _SPANS[-1].append(seconds)
+
+
+def fmt_cpu(xs, digits=2) -> str:
+    """CPU seconds as fmt() gives wall times: median [min–max]."""
+    return fmt(xs, digits=digits) if xs else ""
+
+
+def cpu_cells(got: Runs, side, baseline=None, digits=2) -> dict:
+    """The CPU columns of a row comparing case `side` against case `baseline` of one interleaved() run:
+    row(..., **cpu_cells(got, "tdbfs", "tiledb"))."""
+    out = {"cpu": fmt_cpu(got.cpu.get(side, []), digits)}
+    if baseline is not None:
+        out["baseline_cpu"] = fmt_cpu(got.cpu.get(baseline, []), digits)
     return out
 
 

@@ -11,17 +11,21 @@ import tempfile
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
-COLUMNS = ("#", "figure", "tdbfs", "baseline", "ratio", "goal")
-KEYS = ("figure", "what", "value", "baseline", "ratio", "goal")
+COLUMNS = ("#", "figure", "tdbfs", "CPU s", "baseline", "baseline CPU s", "ratio", "goal")
+#: a row's keys, column by column; "cpu" and "baseline_cpu" (CPU seconds of each side, scripts/bench_lib.py
+#: cpu_now) may be missing: rows of a run saved before they were measured give empty cells
+KEYS = ("figure", "what", "value", "cpu", "baseline", "baseline_cpu", "ratio", "goal")
 
 
-def machine_line(info: dict) -> str:
-    """Where and how the figures were taken, the first line inside the markers."""
+def machine_line(info: dict, cpu: bool = True) -> str:
+    """Where and how the figures were taken, the first line inside the markers; `cpu`: rows give CPU seconds."""
     command = " ".join(["scripts/bench", *info["argv"].split()])
     return (f"Measured by `{command}` on {info['date']}: {info['cores']} cores, "
             f"Python {info['python']}, tiledb-py {info['tiledb_py']} (TileDB {info['tiledb']}). "
             f"Medians [min–max] of {info['repeat']} runs; each ratio is of medians, against a baseline "
-            f"taken in the same run, the two interleaved.")
+            f"taken in the same run, the two interleaved."
+            + (" CPU s: user plus system seconds of every process the measured part ran (the bench, its "
+               "children, the mount's daemon), medians [min–max] of the same runs." if cpu else ""))
 
 
 def _cell(value) -> str:
@@ -29,7 +33,8 @@ def _cell(value) -> str:
 
 
 def markdown_table(rows: list[dict], info: dict) -> str:
-    lines = [machine_line(info), "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    cpu = any(r.get("cpu") or r.get("baseline_cpu") for r in rows)
+    lines = [machine_line(info, cpu), "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(r.get(k, "")) for k in KEYS) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 

@@ -21,8 +21,8 @@ INFO = dict(argv="--repeat 3", date="2026-11-24", cores=2, python="3.11.7", tile
             tiledb="2.30.0", repeat=3)
 ROWS = [
     dict(figure=1, what="dense: `cat` of every tile file of a0 (64 files, 256 MiB decoded), GB/s",
-         value="0.700 [0.490–0.900]", baseline="tiledb-py, fresh process 0.450 [0.400–0.500]", ratio="1.56",
-         goal="≥ 1.5: met"),
+         value="0.700 [0.490–0.900]", cpu="0.61 [0.55–0.70]", baseline="tiledb-py, fresh process 0.450 [0.400–0.500]",
+         baseline_cpu="0.80 [0.75–0.91]", ratio="1.56", goal="≥ 1.5: met"),
     dict(figure=4, what="`find MNT | wc -l`, 1,000 fragments, 59,025 lines, s", value="6.600 [6.400–6.800]",
          baseline="", ratio="112 µs per line", goal=""),
 ]
@@ -58,14 +58,19 @@ def test_regeneration_replaces_the_table_and_nothing_else(readme):
     lines = inside.strip("\n").split("\n")
     assert lines[0] == ("Measured by `scripts/bench --repeat 3` on 2026-11-24: 2 cores, Python 3.11.7, "
                         "tiledb-py 0.36.1 (TileDB 2.30.0). Medians [min–max] of 3 runs; each ratio is of medians, "
-                        "against a baseline taken in the same run, the two interleaved.")
+                        "against a baseline taken in the same run, the two interleaved. CPU s: user plus system "
+                        "seconds of every process the measured part ran (the bench, its children, the mount's "
+                        "daemon), medians [min–max] of the same runs.")
     assert lines[1] == ""
-    assert lines[2] == "| # | figure | tdbfs | baseline | ratio | goal |"
-    assert lines[3] == "|---|---|---|---|---|---|"
+    assert lines[2] == "| # | figure | tdbfs | CPU s | baseline | baseline CPU s | ratio | goal |"
+    assert lines[3] == "|---|---|---|---|---|---|---|---|"
     assert lines[4] == ("| 1 | dense: `cat` of every tile file of a0 (64 files, 256 MiB decoded), GB/s | "
-                        "0.700 [0.490–0.900] | tiledb-py, fresh process 0.450 [0.400–0.500] | 1.56 | ≥ 1.5: met |")
-    # a | inside a cell would split the row into one more column
-    assert lines[5] == "| 4 | `find MNT \\| wc -l`, 1,000 fragments, 59,025 lines, s | 6.600 [6.400–6.800] |  | 112 µs per line |  |"
+                        "0.700 [0.490–0.900] | 0.61 [0.55–0.70] | tiledb-py, fresh process 0.450 [0.400–0.500] | "
+                        "0.80 [0.75–0.91] | 1.56 | ≥ 1.5: met |")
+    # a | inside a cell would split the row into one more column; a row without CPU seconds (a run saved
+    # before they were measured) gets empty cells there
+    assert lines[5] == ("| 4 | `find MNT \\| wc -l`, 1,000 fragments, 59,025 lines, s | 6.600 [6.400–6.800] |  |  |  | "
+                        "112 µs per line |  |")
     assert len(lines) == 6
     assert sorted(os.listdir(readme.parent)) == ["README.md"]  # the temporary file was renamed, not left
 
@@ -79,6 +84,10 @@ def test_regenerating_twice_gives_the_same_file_and_new_rows_replace_old_ones(re
     _, inside, _ = _split(readme.read_text(encoding="utf-8"))
     assert "of 5 runs" in inside and "of 3 runs" not in inside
     assert "`find MNT" not in inside and inside.count("\n| 1 | dense") == 1
+    # a run saved before CPU seconds were measured: empty CPU cells, and the line does not speak of them
+    bench_table.write_readme_table(str(readme), ROWS[1:], INFO)
+    _, inside, _ = _split(readme.read_text(encoding="utf-8"))
+    assert "two interleaved.\n" in inside and "CPU s:" not in inside.split("\n")[1]
 
 
 @pytest.mark.parametrize("text", [

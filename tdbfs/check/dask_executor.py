@@ -42,10 +42,35 @@ class DaskExecutor:
     Connects at once, so an unreachable scheduler fails before the check starts; `close()` (or `with`)
     disconnects."""
 
-    def __init__(self, address: str, connect_timeout: float = CONNECT_TIMEOUT_S, scheduler: str | None = None):
+    def __init__(self, address: str, connect_timeout: float = CONNECT_TIMEOUT_S, scheduler: str | None = None,
+                 spec=None):
+        """With `spec` (work.StoreSpec), every worker is asked about its versions now and then opens the
+        array (imports, listing) while the caller plans."""
         self.address = address
         self.client = _connect(address, connect_timeout, scheduler or address)
         self._checked: set = set()   # fingerprints the workers were already asked about
+        self._shipped: tuple | None = None   # (spec, shippable(spec)): one run, so workers keep one store
+        if spec is not None:
+            try:
+                self._open_ahead(spec)
+            except BaseException:
+                self.close()
+                raise
+
+    def _open_ahead(self, spec) -> None:
+        from distributed import fire_and_forget
+
+        self._check_workers(spec)
+        shipped = self._ship(spec)
+        prefix = f"tdbfs-open-{uuid.uuid4().hex[:12]}"
+        for i, worker in enumerate(sorted(self.client.scheduler_info()["workers"])):
+            fire_and_forget(self.client.submit(open_ahead, shipped, key=f"{prefix}-{i}", workers=[worker],
+                                               allow_other_workers=False, pure=False))
+
+    def _ship(self, spec):
+        if self._shipped is None or self._shipped[0] != spec:
+            self._shipped = (spec, shippable(spec))
+        return self._shipped[1]
 
     def run(self, fn, spec, tasks):
         """`fn(spec, task)` for every task on the cluster; TaskResults as they complete."""
@@ -55,7 +80,7 @@ class DaskExecutor:
         self._check_workers(spec)
         from distributed import as_completed
 
-        shipped = shippable(spec)
+        shipped = self._ship(spec)
         prefix = f"tdbfs-check-{uuid.uuid4().hex[:12]}"
         futures = {self.client.submit(one_at_a_time, fn, shipped, task, key=f"{prefix}-{task.index}",
                                       pure=False): task for task in tasks}
@@ -134,6 +159,14 @@ def one_at_a_time(fn, spec, task):
     beside it on another thread would add to."""
     with _one_task:
         return fn(spec, task)
+
+
+def open_ahead(spec) -> None:
+    """work.open_store in a worker, as one task (one_at_a_time)."""
+    from .work import open_store
+
+    with _one_task:
+        open_store(spec)
 
 
 def versions() -> dict[str, str]:

@@ -149,6 +149,13 @@ def _store_of(spec: StoreSpec):
     return _store[1]
 
 
+def open_store(spec: StoreSpec) -> None:
+    """Open this process's store of `spec` ahead of its first task (pool.py starts its workers with it);
+    a failure is left for run_task to report."""
+    with contextlib.suppress(Exception):
+        _store_of(spec)
+
+
 def run_task(spec: StoreSpec, task: Task) -> TaskResult:
     """Check what `task` names in this process's store of `spec`; never raises for damage."""
     try:

@@ -10,6 +10,10 @@ from ..frontend.common import CliError, load_key, open_store
 
 
 def cmd_check(args) -> int:
+    if args.jobs is not None and args.jobs > 1 and not args.dask:
+        from ..check.pool import start_fork_server
+        start_fork_server()   # its imports beside this process's own, and the array's opening
+
     import json
     import logging
 
@@ -39,9 +43,9 @@ def cmd_check(args) -> int:
             if args.dask or jobs > 1:
                 from ..check.work import MIN_WORKER_CACHE_MB, StoreSpec, new_run
 
-                executor = stack.enter_context(_executor(args.dask, jobs))
                 spec = StoreSpec(location.path, max(MIN_WORKER_CACHE_MB, args.cache_mb // jobs), remote,
                                  key.reveal() if key is not None else None, new_run())
+                executor = stack.enter_context(_executor(args.dask, jobs, spec))
             result = check_array(store, progress, executor, spec)
     except OSError as exc:   # the array itself unreadable (permissions, I/O): could not run
         raise CliError(f"cannot check {args.array}: {exc}", code=2) from None
@@ -80,13 +84,13 @@ def _default_jobs(store) -> int:
     return 1
 
 
-def _executor(dask: str | None, jobs: int):
+def _executor(dask: str | None, jobs: int, spec):
     if dask:
         from ..check.dask_executor import DaskExecutor, require_distributed
         require_distributed()
-        return DaskExecutor(dask, scheduler=_scheduler_address(dask))
+        return DaskExecutor(dask, scheduler=_scheduler_address(dask), spec=spec)
     from ..check.pool import ProcessPool
-    return ProcessPool(jobs)
+    return ProcessPool(jobs, spec)   # its workers open the array while this process plans
 
 
 def _scheduler_address(address: str) -> str:

@@ -26,5 +26,5 @@ def run_check(obj, jobs: int = 1):
     opened = obj._opened
     spec = StoreSpec(opened.location, max(MIN_WORKER_CACHE_MB, opened.cache_mb // jobs), opened.remote,
                      opened.key.reveal() if opened.key is not None else None, new_run())
-    with ProcessPool(jobs) as executor:
+    with ProcessPool(jobs, spec) as executor:
         return check_array(obj.store, None, executor, spec)

@@ -28,7 +28,7 @@ from s3_server import ACCESS_KEY, REGION, SECRET_KEY, free_port  # noqa: E402
 
 from tdbfs.check.check import check_array  # noqa: E402
 from tdbfs.check.dask_executor import DaskExecutor, fingerprint, shippable, versions, worker_facts  # noqa: E402
-from tdbfs.check.work import StoreSpec, plan  # noqa: E402
+from tdbfs.check.work import StoreSpec, new_run, plan  # noqa: E402
 from tdbfs.frontend.common import open_store  # noqa: E402
 from tdbfs.store import ArrayStore  # noqa: E402
 from tdbfs.store.fragment import DATA  # noqa: E402
@@ -221,6 +221,34 @@ def test_a_fragment_split_into_tile_ranges_gives_the_same_result(cluster, tmp_pa
     ran = sum(len(after[w] - before.get(w, set())) for w in after)
     assert ran > 2 * alone["counts"]["fragments"]      # a head and several tile ranges per fragment
     assert all(after[w] - before.get(w, set()) for w in after)   # both workers took some
+
+
+def test_given_the_spec_every_worker_opens_the_array_before_the_first_task(cluster, tmp_path):
+    """`tdbfs check --dask` asks the workers about their versions and has each open the array (one task
+    pinned to each) while it plans; then the report is --jobs 1's."""
+    import time
+
+    built = arrays.make_array(tmp_path, "sparse", n_fragments=3)
+    path = str(built.path)
+    spec = StoreSpec(path, 64, run=new_run())
+    before = computed_keys(cluster, "tdbfs-open-")
+
+    def store_key():
+        from tdbfs.check import work
+        return work._store[0] if work._store is not None else None
+
+    with DaskExecutor(cluster.scheduler_address, spec=spec) as executor:
+        deadline = time.monotonic() + 120   # not a timing: how long a busy machine may take to run two tasks
+        while True:
+            after = computed_keys(cluster, "tdbfs-open-")
+            opened = {w: after[w] - before.get(w, set()) for w in after}
+            if all(opened.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(opened) == 2 and all(len(keys) == 1 for keys in opened.values()), opened
+        assert set(executor.client.run(store_key).values()) == {pickle.dumps(shippable(spec))}
+        result = check_array(open_store(path, 64), executor=executor, spec=spec).to_dict()
+    assert result == check_array(open_store(path, 64)).to_dict() and result["counts"]["fragments"] == 3
 
 
 def test_a_task_that_fails_on_its_worker_is_a_problem_not_a_crash(cluster, tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -247,6 +248,25 @@ def test_worker_processes_keep_their_bound(big_dense, pools):
     assert sum(r.counts.get("tiles", 0) for r, *_ in seen) == 48
     assert len({pid for *_, pid in seen}) == 2 and os.getpid() not in {pid for *_, pid in seen}
     assert all(cap == MIN_WORKER_CACHE_MB << 20 and 0 <= held <= cap for _, cap, held, _ in seen)
+
+
+def _store_before_the_task(spec, task):
+    """Which array this worker's store was opened from before the task came (pickled spec), and its pid."""
+    return (check_work._store[0] if check_work._store is not None else None), os.getpid()
+
+
+def test_a_pool_given_the_spec_opens_the_array_in_every_worker_before_the_first_task(tmp_path):
+    """`tdbfs check --jobs N` starts its workers with the spec, so they import and open the array while
+    the parent plans; the report is still --jobs 1's."""
+    built = arrays.make_array(tmp_path, "sparse", ndim=1, cells=10, capacity=3, n_fragments=3)
+    spec = StoreSpec(str(built.path), MIN_WORKER_CACHE_MB, run=new_run())
+    with ProcessPool(2, spec) as pool:
+        tasks = plan(open_store(str(built.path), 64), spec, SPLIT_BYTES)
+        seen = list(pool.run(_store_before_the_task, spec, tasks * 2))
+        assert os.getpid() not in {pid for _, pid in seen}
+        assert [opened for opened, _ in seen] == [pickle.dumps(spec)] * 6
+        assert _check(built.path, pool) == _check(built.path)
+    assert "clean (3 fragments" in _check(built.path)
 
 
 # -- a worker that dies --------------------------------------------------------------------------
