@@ -1,0 +1,102 @@
+"""`tdbfs export` and `Array.export()`: cells (library/cell_batches.py) to CSV or Parquet, batch by batch,
+so memory holds one batch whatever the array's size.
+
+CSV is exactly `as_of/<T>/cells.csv` (views/cells_text.py makes both). Parquet keeps TileDB's types
+(library/arrow_columns.py); each batch is written as it comes (one or more row groups), and the file
+appears under its name only once complete.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..views.cells_text import batch_csv_rows, source_header
+from .cell_batches import Cells
+
+FORMATS = {".csv": "csv", ".parquet": "parquet"}
+
+
+def output_format(out) -> str:
+    """'csv' or 'parquet' for OUT ('-': CSV on stdout); ValueError for any other name."""
+    if out == "-":
+        return "csv"
+    for suffix, kind in FORMATS.items():
+        if str(out).endswith(suffix):
+            return kind
+    raise ValueError(f"{out}: the output's name ends in .csv or .parquet (or is '-' for CSV on stdout)")
+
+
+def export_cells(cells: Cells, out, overwrite: bool = False) -> int:
+    """Write `cells` to `out` (a path ending in .csv or .parquet, or '-' for CSV on stdout); the number of
+    cells written. FileExistsError when `out` exists and not `overwrite`."""
+    kind = output_format(out)
+    if kind == "parquet":
+        from .arrow_columns import pyarrow
+        pyarrow()   # the missing extra, said before anything is written
+    if out == "-":
+        return write_csv(cells, sys.stdout.buffer)
+    out = os.fspath(out)
+    if os.path.lexists(out) and not overwrite:
+        raise FileExistsError(f"{out}: exists (give --force to replace it)")
+    tmp = os.path.join(os.path.dirname(out) or ".", f".{os.path.basename(out)}.tdbfs-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            n = write_csv(cells, f) if kind == "csv" else write_parquet(cells, f)
+        os.replace(tmp, out)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    return n
+
+
+def write_csv(cells: Cells, stream) -> int:
+    """The CSV text of `as_of/<T>/cells.csv` for `cells`, written batch by batch to a binary stream."""
+    stream.write(source_header(cells.columns))
+    n = 0
+    for batch in cells.batches():
+        stream.write(batch_csv_rows(batch, cells.fragment_names))
+        n += len(batch)
+    stream.flush()
+    return n
+
+
+def write_parquet(cells: Cells, stream) -> int:
+    """Parquet of `cells`: TileDB's types, then `fragment` and `tile`; one row group per batch or more."""
+    from .arrow_columns import batch_schema, pyarrow, record_batch
+    pa = pyarrow()
+    schema = batch_schema(cells.columns)
+    n = 0
+    with pa.parquet.ParquetWriter(stream, schema) as writer:
+        for batch in cells.batches():
+            writer.write_batch(record_batch(batch, cells.fragment_names, schema))
+            n += len(batch)
+    return n
+
+
+def cells_table(cells: Cells):
+    """Every cell as one pyarrow Table (the `[parquet]` extra)."""
+    from .arrow_columns import batch_schema, pyarrow, record_batch
+    pa = pyarrow()
+    schema = batch_schema(cells.columns)
+    return pa.Table.from_batches([record_batch(b, cells.fragment_names, schema) for b in cells.batches()],
+                                 schema=schema)
+
+
+def cells_columns(cells: Cells) -> dict:
+    """Every cell as column name -> numpy values (without pyarrow): library/cells.column_values of each
+    column, then `fragment` (the name, None for a fill cell) and `tile` (masked for a fill cell)."""
+    import numpy as np
+
+    from ..store.tile_columns import concat
+    from .cells import column_values
+
+    batches = list(cells.batches())
+    out = {c.name: column_values(concat([c] + [b.columns[i] for b in batches]))
+           for i, c in enumerate(cells.columns)}
+    fragment = np.concatenate([np.zeros(0, np.int32)] + [b.fragment for b in batches])
+    tile = np.concatenate([np.zeros(0, np.int64)] + [b.tile for b in batches])
+    names = np.array(list(cells.fragment_names) + [None], dtype=object)
+    out["fragment"] = names[fragment]   # NO_SOURCE (-1) picks the None at the end
+    out["tile"] = np.ma.masked_array(tile, mask=tile < 0)
+    return out
