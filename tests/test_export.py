@@ -1,0 +1,308 @@
+"""`tdbfs export` and the library's Array.cells()/export(): the Parquet file, read back with pyarrow and
+duckdb, equals tiledb-py's read (values, nulls, column types) for every kind of attribute; the CSV is the
+rows the tree shows; stdout, --subarray, --fragment; errors are one line and exit 2; without pyarrow a
+.parquet OUT names the extra."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tiledb
+
+import arrays
+from mounting import tdbfs_command
+
+import tdbfs
+
+
+def run(*args, env=None):
+    return subprocess.run(tdbfs_command() + [str(a) for a in args], capture_output=True, timeout=120, env=env)
+
+
+def only_fragment(path) -> str:
+    names = sorted(os.listdir(os.path.join(path, "__fragments")))
+    assert len(names) == 1
+    return names[0]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return tmp_path_factory.mktemp("export")
+
+
+@pytest.fixture(scope="module")
+def all_dtypes(base):
+    """One fragment of every attribute type tiledb-py writes: ints of every width, floats, bool, datetime64
+    ns and D, 'S1', 3 x float32, 'S3', var UTF-8, var bytes, var ASCII, var int32, nullable float64 / int16 /
+    var UTF-8 (tests/arrays.py profile all_dtypes)."""
+    return str(arrays.make_array(base, "all_dtypes", cells=11, capacity=4))
+
+
+@pytest.fixture(scope="module")
+def more_types(base):
+    """What all_dtypes lacks: datetimes in ms, s and us, BLOB, nullable var int64, nullable bool and uint32,
+    a string dimension and an int8 one."""
+    path = str(base / "more_types")
+    attrs = [tiledb.Attr("t_ms", dtype="datetime64[ms]"), tiledb.Attr("t_s", dtype="datetime64[s]"),
+             tiledb.Attr("t_us", dtype="datetime64[us]"), tiledb.Attr("blob", dtype="blob", var=True),
+             tiledb.Attr("nvi", dtype=np.int64, var=True, nullable=True),
+             tiledb.Attr("nb", dtype=np.bool_, nullable=True), tiledb.Attr("nu", dtype=np.uint32, nullable=True)]
+    dims = [tiledb.Dim("s", dtype="ascii", domain=(None, None), tile=None),
+            tiledb.Dim("d", domain=(-5, 5), tile=2, dtype=np.int8)]
+    tiledb.Array.create(path, tiledb.ArraySchema(domain=tiledb.Domain(*dims), sparse=True, attrs=attrs, capacity=3))
+    n = 7
+    nvi = np.empty(n, object)
+    nvi[:] = [np.arange(k % 3, dtype=np.int64) * 10 ** 12 + k for k in range(n)]
+    blob = np.empty(n, object)
+    blob[:] = [bytes([0, k, 255]) * k for k in range(n)]
+    data = {"t_ms": np.arange(n).astype("datetime64[ms]") + 1_700_000_000_000,
+            "t_s": np.arange(n).astype("datetime64[s]") - 86_400 * 365,
+            "t_us": (np.arange(n) * 1_000_003).astype("datetime64[us]"),
+            "blob": blob, "nvi": nvi, "nb": np.arange(n) % 2 == 0, "nu": np.arange(n, dtype=np.uint32) * 70_001}
+    validity = {"nvi": (np.arange(n) % 3 != 1).astype(np.uint8), "nb": (np.arange(n) % 2).astype(np.uint8),
+                "nu": (np.arange(n) % 4 != 0).astype(np.uint8)}
+    with tiledb.open(path, "w") as A:
+        arrays._setitem_impl_sparse(A, ([b"k%d" % k for k in range(n)], np.arange(n, dtype=np.int8) - 3),
+                                    data, validity)
+    return path
+
+
+@pytest.fixture(scope="module")
+def dense_all(base):
+    return str(arrays.make_array(base, "all_dtypes", sparse=False))
+
+
+#: the Arrow type each tiledb-py numpy dtype's values have (not derived from tdbfs's own mapping)
+def expected_type(values: np.ndarray, var: bool, tiledb_type: str):
+    dt = values.dtype
+    if dt.names:   # several values per cell
+        return pa.list_(pa.from_numpy_dtype(dt[0]), len(dt.names))
+    if dt.kind == "O":
+        first = next(v for v in values if v is not None and v is not np.ma.masked)
+        if isinstance(first, str):
+            return pa.string()
+        if isinstance(first, (bytes, memoryview)):   # tiledb-py returns a BLOB cell as a memoryview
+            return pa.binary()
+        return pa.list_(pa.from_numpy_dtype(first.dtype))
+    if dt.kind == "S":
+        return pa.binary()
+    if dt.kind == "M":
+        unit = np.datetime_data(dt)[0]
+        return pa.date32() if unit == "D" else pa.timestamp(unit)
+    return pa.from_numpy_dtype(dt)
+
+
+def tiledb_read(path, **query) -> dict:
+    with tiledb.open(path) as A:
+        return A.query(**query)[:] if query else A[:]
+
+
+def tiledb_column(values, typ) -> pa.Array:
+    """tiledb-py's values of one field as an Arrow array of `typ` (masked cells as nulls)."""
+    mask = np.ma.getmaskarray(values) if isinstance(values, np.ma.MaskedArray) else None
+    data = np.ma.getdata(values)
+    if data.dtype.names:
+        items = [list(r) for r in data.tolist()]
+    elif data.dtype.kind == "O":
+        items = [v.tolist() if isinstance(v, np.ndarray) else bytes(v) if isinstance(v, memoryview) else v
+                 for v in data]
+    elif data.dtype.kind in "SM":
+        return pa.array(data.tolist() if data.dtype.kind == "S" else data, typ, mask=mask)
+    else:
+        return pa.array(data, typ, mask=mask)
+    if mask is not None:
+        items = [None if m else v for v, m in zip(items, mask)]
+    return pa.array(items, typ)
+
+
+def assert_equals_tiledb(table: pa.Table, path: str, fragment: str, subarray=None, parquet: bool = True):
+    """Every column of `table` equals tiledb-py's read of the one-fragment array at `path` (values, nulls
+    and the Arrow type), sorted alike; `fragment` and `tile` name the fragment and a tile of it. Parquet
+    has no timestamp in seconds: there, they come back in ms."""
+    with tiledb.open(path) as A:
+        schema = A.schema
+        dims = [d.name for d in schema.domain]
+        query = A.query(coords=True)
+        # not multi_index: it drops the mask of nullable attributes
+        got = query[subarray] if subarray is not None else query[:]
+        got = {k: v.ravel() for k, v in got.items()}   # a dense read comes shaped as its domain
+        var = {a.name: a.isvar for a in (schema.attr(i) for i in range(schema.nattr))}
+        types = {a.name: a.dtype for a in (schema.attr(i) for i in range(schema.nattr))}
+    assert table.column_names == dims + list(var) + ["fragment", "tile"]
+    assert table.num_rows == len(got[dims[0]]) > 0
+    # tdbfs gives TileDB's global order; tiledb-py's read of one fragment too, but sort both to be sure
+    keys = [table.column(d).to_pylist() for d in dims]
+    order = sorted(range(table.num_rows), key=lambda i: tuple(k[i] for k in keys))
+    ref_keys = [np.asarray(got[d]).tolist() for d in dims]
+    ref_order = sorted(range(table.num_rows), key=lambda i: tuple(k[i] for k in ref_keys))
+    for name in dims + list(var):
+        column = table.column(name).combine_chunks().take(pa.array(order))
+        want_type = expected_type(np.ma.getdata(got[name]), var.get(name, False), str(types.get(name)))
+        want = tiledb_column(got[name], want_type).take(pa.array(ref_order))
+        if parquet and want_type == pa.timestamp("s"):
+            want_type = pa.timestamp("ms")
+            want = want.cast(want_type)
+        assert column.type == want_type, name
+        assert column.equals(want), (name, column.to_pylist()[:4], want.to_pylist()[:4])
+    assert set(table.column("fragment").to_pylist()) == {fragment}
+    assert table.schema.field("fragment").type == pa.dictionary(pa.int32(), pa.string())
+    assert table.column("tile").type == pa.int64() and min(table.column("tile").to_pylist()) == 0
+
+
+@pytest.mark.parametrize("fixture", ["all_dtypes", "more_types", "dense_all"])
+def test_parquet_equals_tiledb_read(fixture, request, tmp_path):
+    path = request.getfixturevalue(fixture)
+    frag = only_fragment(path)
+    out = tmp_path / "cells.parquet"
+    r = run("export", "--fragment", frag, path, out)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    table = pq.read_table(out)
+    assert_equals_tiledb(table, path, frag)
+    # every field says its TileDB datatype, so a unit Arrow lacks is never silent
+    assert table.schema.field(table.column_names[1]).metadata[b"tiledb_datatype"] in (b"INT8", b"INT64",
+                                                                                       b"DATETIME_MS")
+
+
+def test_duckdb_reads_the_same(all_dtypes, more_types, tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    want_types = {"x_int8": "TINYINT", "x_uint16": "USMALLINT", "x_uint64": "UBIGINT", "x_float32": "FLOAT",
+                  "x_datetime64_ns": "TIMESTAMP_NS", "x_datetime64_D": "DATE", "x_bool": "BOOLEAN",
+                  "x_S1": "BLOB", "f3": "FLOAT[]", "vu": "VARCHAR", "vs": "BLOB", "vi": "INTEGER[]",
+                  "nf": "DOUBLE", "t_ms": "TIMESTAMP", "t_s": "TIMESTAMP", "t_us": "TIMESTAMP",
+                  "blob": "BLOB", "nvi": "BIGINT[]", "nb": "BOOLEAN", "nu": "UINTEGER", "s": "BLOB",
+                  "d": "TINYINT", "tile": "BIGINT"}
+    for path in (all_dtypes, more_types):
+        out = tmp_path / (os.path.basename(path) + ".parquet")
+        assert run("export", "--fragment", only_fragment(path), path, out).returncode == 0
+        con = duckdb.connect()
+        described = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM '{out}'").fetchall()}
+        for name, typ in want_types.items():
+            if name in described:
+                assert described[name] == typ, name
+        table = pq.read_table(out)
+        for name in table.column_names:
+            if described[name].startswith("TIMESTAMP"):   # Python datetimes drop ns: compare epoch numbers
+                got = [r[0] for r in con.execute(f"SELECT epoch_ns(\"{name}\") FROM '{out}'").fetchall()]
+                want = table.column(name).cast(pa.int64()).to_pylist()
+                unit = table.schema.field(name).type.unit
+                want = [None if v is None else v * {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit] for v in want]
+            else:
+                got = [r[0] for r in con.execute(f"SELECT \"{name}\" FROM '{out}'").fetchall()]
+                want = table.column(name).to_pylist()
+                got = [list(v) if isinstance(v, tuple) else v for v in got]
+            assert got == want, name
+        assert described["nf"] == "DOUBLE" if "nf" in described else described["nu"] == "UINTEGER"
+
+
+def test_csv_is_the_fragment_rows_with_their_source(all_dtypes, tmp_path):
+    """`--fragment F OUT.csv`: the rows of fragments/F/cells.csv, each followed by F and its tile, which
+    cells/tile_K.csv confirms; `-` writes the same bytes to stdout."""
+    frag = only_fragment(all_dtypes)
+    out = tmp_path / "cells.csv"
+    assert run("export", "--fragment", frag, all_dtypes, out).returncode == 0
+    text = out.read_bytes()
+    shown = run("cat", all_dtypes, f"fragments/{frag}/cells.csv").stdout
+    lines, shown_lines = text.decode().splitlines(), shown.decode().splitlines()
+    assert lines[0] == shown_lines[0] + ",fragment,tile"
+    tile_of = {}
+    for k in range(3):   # 11 cells, capacity 4
+        for line in run("cat", all_dtypes, f"fragments/{frag}/cells/tile_{k}.csv").stdout.decode().splitlines()[1:]:
+            tile_of[line] = k
+    assert len(lines) == len(shown_lines) == 12
+    for line, row in zip(lines[1:], shown_lines[1:]):
+        assert line == f'{row},"{frag}",{tile_of[row]}'
+    stdout = run("export", "--fragment", frag, all_dtypes, "-")
+    assert stdout.returncode == 0 and stdout.stdout == text
+    rows = list(csv.DictReader(io.StringIO(text.decode(), newline="")))
+    assert [r["vu"] for r in rows] == list(tiledb_read(all_dtypes)["vu"])
+
+
+def test_subarray_with_fragment(more_types, all_dtypes, tmp_path):
+    frag = only_fragment(all_dtypes)
+    out = tmp_path / "sub.parquet"
+    r = run("export", "--fragment", frag, "--subarray", "d0=30..200", all_dtypes, out)
+    assert r.returncode == 0, r.stderr
+    table = pq.read_table(out)
+    assert_equals_tiledb(table, all_dtypes, frag, subarray=slice(30, 201))   # tiledb-py's slice: half-open
+    assert 0 < table.num_rows < 11
+    # a string dimension and several ranges of one dimension
+    out = tmp_path / "sub2.csv"
+    r = run("export", "--fragment", only_fragment(more_types), "--subarray", "s=k1..k4,d=-2;0..1", more_types, out)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(out.read_text(), newline="")))
+    assert [(r["s"], r["d"]) for r in rows] == [("k1", "-2"), ("k3", "0"), ("k4", "1")]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--subarray", "x=1..2"], "no dimension 'x'"),
+    (["--subarray", "d0=9..4"], "starts after it ends"),
+    (["--subarray", "d0=a..4"], "is not an integer"),
+    (["--fragment", "__nope"], "no fragment '__nope'"),
+    (["--as-of", "yesterday"], "--as-of 'yesterday'"),
+])
+def test_usage_errors_are_one_line(all_dtypes, tmp_path, args, message):
+    frag = [] if "--fragment" in args or "--as-of" in args else ["--fragment", only_fragment(all_dtypes)]
+    out = tmp_path / "x.csv"
+    r = run("export", *frag, *args, all_dtypes, out)
+    assert r.returncode == 2
+    assert r.stderr.decode().count("\n") == 1 and message in r.stderr.decode(), r.stderr
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_out_exists_or_badly_named(all_dtypes, tmp_path):
+    frag = only_fragment(all_dtypes)
+    out = tmp_path / "x.parquet"
+    out.write_bytes(b"keep me")
+    r = run("export", "--fragment", frag, all_dtypes, out)
+    assert r.returncode == 2 and b"exists" in r.stderr and r.stderr.count(b"\n") == 1
+    assert out.read_bytes() == b"keep me"
+    assert run("export", "--fragment", frag, "--force", all_dtypes, out).returncode == 0
+    assert pq.read_table(out).num_rows == 11
+    assert sorted(os.listdir(tmp_path)) == ["x.parquet"]   # no temporary left behind
+    r = run("export", "--fragment", frag, all_dtypes, tmp_path / "x.json")
+    assert r.returncode == 2 and b".csv or .parquet" in r.stderr and r.stderr.count(b"\n") == 1
+
+
+#: runs `tdbfs` (or a snippet) in a Python where `import pyarrow` fails, as without the [parquet] extra
+NO_PYARROW = "import sys; sys.modules['pyarrow'] = None; sys.modules['pyarrow.parquet'] = None; "
+
+
+def test_without_pyarrow(all_dtypes, tmp_path):
+    frag = only_fragment(all_dtypes)
+    cmd = [sys.executable, "-c", NO_PYARROW + "from tdbfs.cli.main import run; sys.argv[0] = 'tdbfs'; run()",
+           "export", "--fragment", frag, all_dtypes]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run(cmd + [str(tmp_path / "x.parquet")], capture_output=True, timeout=120, env=env)
+    assert r.returncode == 2 and r.stderr.count(b"\n") == 1, r.stderr
+    assert b"pip install 'tdbfs[parquet]'" in r.stderr
+    assert not (tmp_path / "x.parquet").exists()
+    # CSV needs no pyarrow, and Array.cells() gives numpy columns instead of a Table
+    r = subprocess.run(cmd + [str(tmp_path / "x.csv")], capture_output=True, timeout=120, env=env)
+    assert r.returncode == 0 and (tmp_path / "x.csv").read_bytes().startswith(b"d0,x_int8,")
+    code = (NO_PYARROW + "import tdbfs; c = tdbfs.open(sys.argv[1]).cells(fragment=sys.argv[2]); "
+            "print(type(c).__name__, sorted(c)[:2], c['vu'][:2].tolist(), c['fragment'][0] == sys.argv[2])")
+    r = subprocess.run([sys.executable, "-c", code, all_dtypes, frag], capture_output=True, timeout=120, env=env)
+    want = list(tiledb_read(all_dtypes)["vu"][:2])
+    assert r.stdout.decode().strip() == f"dict ['d0', 'f3'] {want} True", r.stderr
+
+
+def test_library(all_dtypes, tmp_path):
+    frag = only_fragment(all_dtypes)
+    with tdbfs.open(all_dtypes) as array:
+        table = array.cells(fragment=frag)
+        assert isinstance(table, pa.Table)
+        assert_equals_tiledb(table, all_dtypes, frag, parquet=False)
+        assert array.export(tmp_path / "a.parquet", fragment=frag) == 11
+        assert pq.read_table(tmp_path / "a.parquet").equals(table)
+        with pytest.raises(FileExistsError):
+            array.export(tmp_path / "a.parquet", fragment=frag)
+        assert array.export(tmp_path / "a.csv", fragment=frag, subarray="d0=0..100") == \
+            len(array.cells(fragment=frag, subarray="d0=0..100"))
