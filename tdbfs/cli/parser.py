@@ -31,6 +31,7 @@ examples:
   tdbfs cat /data/my_array array.yaml      print one file of the view
   tdbfs tree --depth 2 /data/my_array      show the view as a tree
   tdbfs check /data/my_array               check every structure and tile (fsck)
+  tdbfs export /data/my_array cells.csv    the cells TileDB returns, each with its source
 
 exit status:
   0  success
