@@ -306,3 +306,105 @@ def test_library(all_dtypes, tmp_path):
             array.export(tmp_path / "a.parquet", fragment=frag)
         assert array.export(tmp_path / "a.csv", fragment=frag, subarray="d0=0..100") == \
             len(array.cells(fragment=frag, subarray="d0=0..100"))
+
+
+# -- what TileDB returns at T (the reader) ----------------------------------------------------------------
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "reader"))
+import cells_reference  # noqa: E402 -- tests/reader's tiledb-py reference, as multisets of rows
+import histories  # noqa: E402
+
+
+def table_rows(table: pa.Table) -> "cells_reference.Counter":
+    """The rows of an exported table as cells_reference normalises tiledb-py's (strings as bytes, NaN as
+    "nan", lists as tuples, null as None), without `fragment` and `tile`."""
+    cols = []
+    for name in table.column_names[:-2]:
+        typ = table.schema.field(name).type
+        values = table.column(name).to_pylist()
+        if pa.types.is_string(typ):
+            values = [None if v is None else v.encode() for v in values]
+        elif pa.types.is_floating(typ):
+            values = [None if v is None else "nan" if v != v else v for v in values]
+        elif pa.types.is_list(typ) or pa.types.is_fixed_size_list(typ):
+            values = [None if v is None else tuple(v) for v in values]
+        cols.append(values)
+    return cells_reference.Counter(zip(*cols))
+
+
+@pytest.fixture(scope="module")
+def history(base):
+    """Five overlapping writes of distinct values (a = 1000 * write + i), a delete, an attribute added by
+    evolution, then everything consolidated and not vacuumed (tests/reader/histories.py)."""
+    uri = str(base / "history")
+    return uri, histories.overlapping(uri, consolidate="all")
+
+
+def test_parquet_at_every_time_equals_tiledb(history, tmp_path):
+    uri, h = history
+    with tdbfs.open(uri) as array:
+        for t in h["times"]:
+            out = tmp_path / f"{t}.parquet"
+            n = array.export(out, as_of=t)
+            table = pq.read_table(out)
+            assert table.num_rows == n
+            assert table_rows(table) == cells_reference.tiledb_rows(uri, t), t
+            # each value's source: a fragment whose time range holds the write that made the value
+            for a, name in zip(table.column("a").to_pylist(), table.column("fragment").to_pylist()):
+                t1, t2 = (int(x) for x in name.split("_")[2:4])
+                assert t1 <= h["writes"][a // 1000] <= t2, (t, a, name)
+    assert {r["fragment"] for r in pq.read_table(tmp_path / f"{h['times'][-1]}.parquet").to_pylist()} == \
+        {name for name in os.listdir(os.path.join(uri, "__fragments")) if name.split("_")[2] != name.split("_")[3]}
+
+
+def test_csv_is_the_as_of_view(history, tmp_path):
+    uri, h = history
+    for t in (h["times"][4], h["times"][-1]):
+        out = tmp_path / f"{t}.csv"
+        r = run("export", "--as-of", t, uri, out)
+        assert r.returncode == 0 and r.stderr == b"", r.stderr
+        view = run("cat", uri, f"as_of/{t}/cells.csv")
+        assert out.read_bytes() == view.stdout and view.stdout.count(b"\n") > 10
+        stdout = run("export", "--as-of", t, "--subarray", "x=5..20,s=k1..k3", uri, "-").stdout
+        assert stdout == run("cat", uri, f"as_of/{t}/cells/x=5..20,s=k1..k3.csv").stdout
+        assert stdout.count(b"\n") > 2 and len(stdout) < len(view.stdout)
+    # without --as-of: now
+    assert run("export", uri, "-").stdout == run("cat", uri, "as_of/now/cells.csv").stdout
+
+
+def test_subarray_at_a_time_equals_tiledb(history, tmp_path):
+    uri, h = history
+    t = h["times"][6]
+    out = tmp_path / "sub.parquet"
+    r = run("export", "--as-of", t, "--subarray", "x=5..20;30..35,s=k1..k3", uri, out)
+    assert r.returncode == 0, r.stderr
+    table = pq.read_table(out)
+    want = cells_reference.tiledb_rows(uri, t, [[(5, 20), (30, 35)], [(b"k1", b"k3")]])
+    assert table_rows(table) == want and sum(want.values()) > 3
+
+
+def test_dense_fill_cells_have_no_source(base, tmp_path):
+    """Cells of the non-empty domain no fragment wrote hold the fill value: null `fragment` and `tile` in
+    Parquet, empty fields in CSV; the newest write wins where two overlap."""
+    uri = str(base / "dense_fill")
+    dim = tiledb.Dim("d", domain=(0, 11), tile=4, dtype=np.int32)
+    tiledb.Array.create(uri, tiledb.ArraySchema(tiledb.Domain(dim), attrs=[tiledb.Attr("v", np.int16, fill=-7)]))
+    with tiledb.open(uri, "w", timestamp=10) as A:
+        A[0:5] = np.arange(5, dtype=np.int16)
+    with tiledb.open(uri, "w", timestamp=20) as A:
+        A[3:4] = np.array([33], np.int16)
+    with tiledb.open(uri, "w", timestamp=30) as A:
+        A[8:10] = np.array([8, 9], np.int16)
+    with tdbfs.open(uri) as array:
+        table = array.cells(as_of=30)
+        assert array.as_of(30).cells().equals(table)
+    with tiledb.open(uri, timestamp=30) as A:
+        want = A[0:10]["v"].tolist()
+    assert table.column("d").to_pylist() == list(range(10))
+    assert table.column("v").to_pylist() == want == [0, 1, 2, 33, 4, -7, -7, -7, 8, 9]
+    t1 = [None if n is None else int(n.split("_")[2]) for n in table.column("fragment").to_pylist()]
+    assert t1 == [10, 10, 10, 20, 10, None, None, None, 30, 30]
+    assert [t is None for t in table.column("tile").to_pylist()] == [t is None for t in t1]
+    r = run("export", "--as-of", 30, uri, "-")
+    lines = r.stdout.decode().splitlines()
+    assert lines[0] == "d,v,fragment,tile" and lines[6] == "5,-7,," and lines[4].startswith("3,33,\"__20_20_")

@@ -12,6 +12,7 @@ def cmd_export(args) -> int:
     from ..library.cell_batches import CellsError, select_cells
     from ..library.export import export_cells, output_format
     from ..location import Location
+    from ..reader import ReadError
 
     try:
         if output_format(args.out) == "parquet":
@@ -27,6 +28,8 @@ def cmd_export(args) -> int:
         export_cells(cells, args.out, overwrite=args.force)
     except (CellsError, FileExistsError) as exc:
         raise CliError(str(exc), code=2) from None
+    except ReadError as exc:   # a read TileDB itself refuses at that time
+        raise CliError(str(exc)) from None
     return 0
 
 

@@ -196,6 +196,14 @@ class AsOf:
         merged = metadata_as_of(self.array.store, self.t)
         return {k: r.value for k, r in merged.records.items() if not r.deleted}
 
+    def cells(self, subarray=None):
+        """The cells TileDB returns at `t`: Array.cells(as_of=t, subarray=subarray)."""
+        return self.array.cells(as_of=self.t, subarray=subarray)
+
+    def export(self, out, subarray=None, overwrite: bool = False) -> int:
+        """Array.export(out, as_of=t, ...)."""
+        return self.array.export(out, as_of=self.t, subarray=subarray, overwrite=overwrite)
+
     def open_view(self, path: str) -> bytes:
         """A file of `as_of/<t>/` (reader.yaml, schema.yaml, metadata.yaml)."""
         return self.array.open_view(f"as_of/{self.t}/{path}")

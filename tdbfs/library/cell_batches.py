@@ -110,40 +110,24 @@ def _inside(batch: CellBatch, subarray) -> CellBatch:
 
 
 def select_cells(store, as_of=None, subarray=None, fragment=None) -> Cells:
-    """The cells of a read: at `as_of` (ms; None: now) what TileDB returns, or with `fragment` that
-    fragment's stored cells; `subarray`: text as `as_of/<T>/cells/<subarray>.csv` names it
-    (reader/subarray.py), or parse_subarray's result."""
+    """The cells of a read: at `as_of` (ms; None: now) what TileDB returns (reader.read_cells), or with
+    `fragment` that fragment's stored cells; `subarray`: text as `as_of/<T>/cells/<subarray>.csv` names it
+    (reader/subarray.py), or parse_subarray's result. CellsError for a request that cannot be met as
+    given; reader.ReadError when TileDB would refuse the read."""
+    from ..reader.subarray import SubarrayError, parse_subarray
+
     if fragment is not None and as_of is not None:
         raise CellsError("a fragment's cells are the same at every time: give a fragment or a time, not both")
-    schema = store.schema(_schema_rel(store, as_of))
-    if isinstance(subarray, str):
-        from ..reader.subarray import SubarrayError, parse_subarray
-        try:
-            subarray = parse_subarray(subarray, schema)
-        except SubarrayError as exc:
-            raise CellsError(f"--subarray {exc}") from None
-    if fragment is not None:
-        return fragment_cells(store, fragment, subarray)
-    return read_cells_at(store, _now_ms() if as_of is None else int(as_of), subarray, schema)
-
-
-def read_cells_at(store, t: int, subarray, schema) -> Cells:
-    """What a TileDB read at `t` returns (reader/: newest fragment wins, fill values, deletes ...)."""
-    from ..reader import read_cells
-    from ..store.as_of import reader_fragments
-
-    names = [posixpath.basename(rel) for rel in reader_fragments(store, t).fragments]
-    return Cells(schema_columns(schema), names, lambda: read_cells(store, as_of=t, subarray=subarray))
-
-
-def _schema_rel(store, as_of) -> str:
-    from ..store.as_of import schema_as_of
-    rel = store.latest_schema_file() if as_of is None else schema_as_of(store, int(as_of))
-    if rel is None:
-        raise CellsError(f"{store.path}: no schema in force" + ("" if as_of is None else f" at {as_of}"))
-    return rel
-
-
-def _now_ms() -> int:
-    import time
-    return int(time.time() * 1000)
+    try:
+        if fragment is not None:
+            if isinstance(subarray, str):
+                rel = store.latest_schema_file()
+                if rel is None:
+                    raise CellsError(f"{store.path}: no schema")
+                subarray = parse_subarray(subarray, store.schema(rel))
+            return fragment_cells(store, fragment, subarray)
+        from ..reader import read_cells
+        read = read_cells(store, as_of, subarray)
+    except SubarrayError as exc:
+        raise CellsError(f"--subarray {exc}") from None
+    return Cells(schema_columns(read.schema), read.fragment_names, read.batches)
