@@ -91,7 +91,7 @@ def _inside(batch: CellBatch, subarray) -> CellBatch:
         if ranges is None:
             continue
         if column.var_sized:   # string dimensions: compared as bytes, as TileDB orders them
-            values = np.array([column.cell_bytes(i) for i in range(len(column))], dtype=object)
+            values = _strings(column)
         else:
             values = column.values
         hit = np.zeros(len(batch), bool)
@@ -107,6 +107,26 @@ def _inside(batch: CellBatch, subarray) -> CellBatch:
         return batch
     rows = np.flatnonzero(keep)
     return CellBatch([c.take(rows) for c in batch.columns], batch.fragment[rows], batch.tile[rows])
+
+
+#: the longest string a string dimension's cells are compared as numpy `S` values; longer, one by one
+WIDEST_FIXED = 4096
+
+
+def _strings(column):
+    """A var-sized column's cells as numpy `S` values (NUL-padded to the longest), or as bytes objects when
+    one is longer than WIDEST_FIXED or ends in a NUL (which `S` values would not tell from padding)."""
+    lengths = np.diff(column.offsets)
+    n = len(lengths)
+    widest = int(lengths.max()) if n else 0
+    ends = column.offsets[1:] - 1
+    if widest > WIDEST_FIXED or (n and (column.values[ends[lengths > 0]] == 0).any()):
+        return np.array([column.cell_bytes(i) for i in range(n)], dtype=object)
+    grid = np.zeros((n, max(widest, 1)), np.uint8)
+    rows = np.repeat(np.arange(n), lengths)
+    grid[rows, np.arange(len(rows)) - np.repeat(column.offsets[:-1] - column.offsets[0], lengths)] = \
+        column.values[column.offsets[0]:column.offsets[-1]]
+    return grid.view(f"S{max(widest, 1)}").ravel()
 
 
 def select_cells(store, as_of=None, subarray=None, fragment=None) -> Cells:
