@@ -408,3 +408,40 @@ def test_dense_fill_cells_have_no_source(base, tmp_path):
     r = run("export", "--as-of", 30, uri, "-")
     lines = r.stdout.decode().splitlines()
     assert lines[0] == "d,v,fragment,tile" and lines[6] == "5,-7,," and lines[4].startswith("3,33,\"__20_20_")
+
+
+def test_every_datetime_unit(base, tmp_path):
+    """Each DATETIME_ unit as the Arrow type holding its values exactly: a day or longer as date32, an hour
+    or a minute as timestamp[s], s/ms/us/ns as themselves, ps/fs/as (finer than Arrow goes) as the stored
+    int64 with the unit in the field's metadata; before and after epoch. Parquet, which has no seconds,
+    gives timestamp[ms] for the second."""
+    uri = str(base / "datetimes")
+    units = ["Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as"]
+    dim = tiledb.Dim("d", domain=(0, 9), tile=5, dtype=np.int32)
+    tiledb.Array.create(uri, tiledb.ArraySchema(tiledb.Domain(dim), sparse=True,
+                                                attrs=[tiledb.Attr(f"t_{u}", dtype=f"datetime64[{u}]") for u in units]))
+    with tiledb.open(uri, "w") as A:
+        A[np.arange(4, dtype=np.int32)] = {f"t_{u}": (np.array([-3, 0, 1, 55]) * 7).astype(f"datetime64[{u}]")
+                                           for u in units}
+    with tiledb.open(uri) as A:
+        got = A[:]
+    with tdbfs.open(uri) as array:
+        table = array.cells()
+        array.export(tmp_path / "t.parquet")
+    parquet = pq.read_table(tmp_path / "t.parquet")
+    for u in units:
+        values = got[f"t_{u}"]
+        if u in ("Y", "M", "W", "D"):
+            want = pa.array(values.astype("datetime64[D]"))
+        elif u in ("h", "m", "s"):
+            want = pa.array(values.astype("datetime64[s]"))
+        elif u in ("ms", "us", "ns"):
+            want = pa.array(values)
+        else:
+            want = pa.array(values.view(np.int64))
+        column = table.column(f"t_{u}").combine_chunks()
+        assert column.type == want.type and column.equals(want), (u, column, want)
+        assert table.schema.field(f"t_{u}").metadata[b"tiledb_datatype"].startswith(b"DATETIME_")
+        on_disk = parquet.column(f"t_{u}").combine_chunks()
+        assert on_disk.equals(want if u not in ("h", "m", "s") else want.cast(pa.timestamp("ms"))), u
+    assert str(table.schema.field("t_ps").metadata[b"tiledb_datatype"], "ascii") == "DATETIME_PS"
