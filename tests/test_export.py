@@ -166,6 +166,10 @@ def test_parquet_equals_tiledb_read(fixture, request, tmp_path):
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     table = pq.read_table(out)
     assert_equals_tiledb(table, path, frag)
+    # written as the tiles stream, one row group each, never gathered first
+    with tdbfs.open(path) as array:
+        tiles = array.fragments[frag].tile_count
+    assert pq.ParquetFile(out).num_row_groups == tiles > 1
     # every field says its TileDB datatype, so a unit Arrow lacks is never silent
     assert table.schema.field(table.column_names[1]).metadata[b"tiledb_datatype"] in (b"INT8", b"INT64",
                                                                                        b"DATETIME_MS")
@@ -445,3 +449,19 @@ def test_every_datetime_unit(base, tmp_path):
         on_disk = parquet.column(f"t_{u}").combine_chunks()
         assert on_disk.equals(want if u not in ("h", "m", "s") else want.cast(pa.timestamp("ms"))), u
     assert str(table.schema.field("t_ps").metadata[b"tiledb_datatype"], "ascii") == "DATETIME_PS"
+
+
+def test_encrypted_array(base, tmp_path):
+    """An encrypted array exports with its key (--key-file), the same cells tiledb-py reads with it."""
+    uri = str(base / "encrypted")
+    h = histories.overlapping(uri, key=arrays.ENCRYPTION_KEY, evolve=False, deletes=False)
+    key_file = tmp_path / "key"
+    key_file.write_text(arrays.ENCRYPTION_KEY + "\n")
+    t = h["times"][-1]
+    out = tmp_path / "enc.parquet"
+    r = run("export", "--as-of", t, "--key-file", key_file, uri, out)
+    assert r.returncode == 0, r.stderr
+    want = cells_reference.tiledb_rows(uri, t, key=arrays.ENCRYPTION_KEY)
+    assert table_rows(pq.read_table(out)) == want and sum(want.values()) > 20
+    r = run("export", "--as-of", t, uri, tmp_path / "nokey.csv")
+    assert r.returncode != 0 and r.stderr.count(b"\n") == 1 and not (tmp_path / "nokey.csv").exists()
