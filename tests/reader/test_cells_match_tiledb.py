@@ -16,7 +16,7 @@ import tiledb
 sys.path.insert(0, os.path.dirname(__file__))
 
 from cells_reference import parse_cells_csv, tiledb_rows, view_bytes, view_rows  # noqa: E402
-from histories import now_ms, overlapping, wait_past  # noqa: E402
+from histories import dense_overlapping, now_ms, overlapping, wait_past  # noqa: E402
 
 from tdbfs.store.array_store import ArrayStore  # noqa: E402
 
@@ -136,3 +136,81 @@ def test_header_and_empty_read(tmp_path):
     with tiledb.open(uri, timestamp=h["times"][-1]) as A:
         rows, _ = parse_cells_csv(data, A.schema)
     assert sum(rows.values()) > 50
+
+
+DENSE = {"dense": dict(), "dense_col_major_consolidated": dict(consolidate="full", order="col-major"),
+         "dense_partial_vacuumed": dict(consolidate="partial", vacuum=True)}
+
+
+@pytest.mark.parametrize("name", sorted(DENSE))
+def test_dense_cells_at_every_time_are_tiledbs(tmp_path, name):
+    """Dense: the non-empty domain at T, the newest covering fragment's value, fill values elsewhere
+    (reader/dense.py), against tiledb-py's read of the non-empty domain; subarrays too."""
+    uri = str(tmp_path / name)
+    h = dense_overlapping(uri, **DENSE[name])
+    store = ArrayStore(uri)
+    seen = 0
+    for t in h["times"] + [None]:
+        expected = tiledb_rows(uri, t)
+        got, sourced = view_rows(store, uri, t)
+        assert got == expected, t
+        seen += sum(expected.values())
+        for row, frag, tile in sourced:
+            assert (frag == "") == (tile == "")
+            if row[2] != -7:     # a value written (not the fill): its writer's range holds it
+                t1, t2 = (int(v) for v in frag.split("_")[2:4])
+                assert t1 <= h["writes"][row[2] // 1000] <= t2, (row, frag)
+            elif frag:     # a fill value a consolidated fragment stores (its writes left the cell empty)
+                t1, t2 = (int(v) for v in frag.split("_")[2:4])
+                assert t1 < t2, (row, frag)
+    assert seen > 500
+    for sub, ranges in [("x=3..9,y=2..4", [[(3, 9)], [(2, 4)]]), ("x=0..2;10..12", [[(0, 2), (10, 12)], None])]:
+        assert view_rows(store, uri, None, sub)[0] == tiledb_rows(uri, None, ranges)
+
+
+def _corpus_arrays():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import corpus
+    import world_arrays
+    out = [(f, p) for f, p in corpus.arrays() if f not in corpus.REFUSED]
+    out += [(i.path, str(i.location)) for i in world_arrays.items(world_arrays.HEALTHY)
+            if i.kind == "array" and not i.path.startswith("backcompat")]
+    return out or [("corpus-absent", None)]
+
+
+@pytest.mark.parametrize("name, path", _corpus_arrays(), ids=[n for n, _ in _corpus_arrays()])
+def test_corpus_and_world_arrays(tmp_path, name, path):
+    """The back-compat arrays (formats 1-22) and the real-world arrays in tests/data: cells.csv now equals
+    tiledb-py's read (of a copy: TileDB only ever sees copies)."""
+    import shutil
+
+    import healthy
+    if path is None:
+        pytest.skip("back-compat corpus absent")
+    dst = tmp_path / "copy"
+    shutil.copytree(path, dst)
+    for foreign in healthy.FOREIGN_FILES.get(name, ()):
+        (dst / foreign).unlink(missing_ok=True)
+    expected = tiledb_rows(str(dst), None)
+    got, _ = view_rows(ArrayStore(str(dst)), str(dst), None)
+    assert got == expected
+
+
+def test_through_a_mount(tmp_path, mount):
+    """A real mount read with cat: cells.csv and a subarray file as the views tree renders them, with
+    `as_of/now/` and a time."""
+    import subprocess
+    uri = str(tmp_path / "a")
+    h = overlapping(uri, consolidate="full")
+    mnt = mount(uri)
+    store = ArrayStore(uri)
+    t = h["times"][-3]
+    for path in (f"as_of/{t}/cells.csv", "as_of/now/cells.csv", f"as_of/{t}/cells/x=3..20,s=k2..k5.csv"):
+        data = subprocess.run(["cat", str(mnt / path)], capture_output=True, check=True).stdout
+        assert data == view_bytes(store, path)
+        assert os.stat(mnt / path).st_size == len(data)
+    got, _ = parse_cells_csv(subprocess.run(["cat", str(mnt / f"as_of/{t}/cells.csv")], capture_output=True,
+                                            check=True).stdout, tiledb.open(uri, timestamp=t).schema)
+    assert got == tiledb_rows(uri, t)
+    assert "cells" in os.listdir(mnt / f"as_of/{t}") and os.listdir(mnt / f"as_of/{t}/cells") == []
+    assert not os.path.exists(mnt / f"as_of/{t}/cells/q=1..2.csv")
