@@ -67,7 +67,7 @@ def _null_masks(A, sel) -> dict:
     names = [A.schema.attr(i).name for i in range(A.schema.nattr) if A.schema.attr(i).isnullable]
     if not names:
         return {}
-    table = A.query(attrs=names, coords=False, return_arrow=True).df[sel]
+    table = A.query(attrs=names, coords=True, return_arrow=True).df[sel]
     return {n: np.asarray(table.column(n).is_null().to_pylist(), bool) for n in names}
 
 
@@ -83,7 +83,7 @@ def tiledb_rows(uri: str, t: int | None, ranges=None, key=None) -> Counter:
         if schema.sparse:
             sel = None if ranges is None else tuple(slice(None) if r is None else list(r) for r in ranges)
             res = A.query(coords=True)[:] if sel is None else A.query(coords=True).multi_index[sel]
-            nulls = _null_masks(A, sel if sel is not None else slice(None))
+            nulls = {} if sel is None else _null_masks(A, sel)
         else:
             ned = A.nonempty_domain()
             if ned is None:
@@ -101,6 +101,8 @@ def tiledb_rows(uri: str, t: int | None, ranges=None, key=None) -> Counter:
         for f in fields:
             raw = res[f.name]
             mask = nulls.get(f.name)
+            if mask is None and isinstance(raw, np.ma.MaskedArray):
+                mask = np.ma.getmaskarray(raw).reshape(-1)
             data = raw.data if isinstance(raw, np.ma.MaskedArray) else raw
             flat = np.asarray(data)
             if not flat.dtype.names:

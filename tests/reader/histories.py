@@ -82,5 +82,48 @@ def overlapping(uri: str, *, dups: bool = False, consolidate: str = "none", vacu
         tiledb.consolidate(uri, config=_cfg(**kw))
         if vacuum:
             tiledb.vacuum(uri, config=tiledb.Config({"sm.vacuum.mode": "fragments", **cfgkw}))
+    wait_past(base + 60)   # a read "now" then takes the whole history
     times = [base + k for k in (0, 10, 12, 20, 25, 30, 35, 37, 40, 50, 60)]
+    return {"base": base, "times": times, "writes": writes}
+
+
+def dense_overlapping(uri: str, *, consolidate: str = "none", vacuum: bool = False, order: str = "row-major") -> dict:
+    """A 2-D dense array (int32 x 0..19 tile 4, int32 y 0..9 tile 3) written four times over overlapping
+    rectangles, values 1000 * write + i, a var-sized nullable string attribute; `c` (float64, fill 7.5) added
+    by evolution before write 3."""
+    dom = tiledb.Domain(tiledb.Dim("x", (0, 19), 4, dtype=np.int32), tiledb.Dim("y", (0, 9), 3, dtype=np.int32))
+    schema = tiledb.ArraySchema(dom, sparse=False, cell_order=order, tile_order=order,
+                                attrs=[tiledb.Attr("a", np.int64, fill=-7),
+                                       tiledb.Attr("b", str, var=True, nullable=True)])
+    base = now_ms() + AHEAD_MS
+    tiledb.Array.create(uri, schema)
+    rects = {1: (2, 9, 1, 5), 2: (6, 15, 0, 3), 3: (0, 4, 4, 9), 4: (8, 12, 2, 8)}
+    writes = {}
+    for w, (x0, x1, y0, y1) in rects.items():
+        t = base + 10 * w
+        if w == 3:
+            se = tiledb.ArraySchemaEvolution()
+            se.add_attribute(tiledb.Attr("c", np.float64, fill=7.5))
+            se.timestamp(t - 5)
+            se.array_evolve(uri)
+        shape = (x1 - x0 + 1, y1 - y0 + 1)
+        n = shape[0] * shape[1]
+        data = {"a": (np.arange(n, dtype=np.int64) + 1000 * w).reshape(shape),
+                "b": np.array([f"w{w}c{i}" * (i % 3) for i in range(n)], dtype=object).reshape(shape)}
+        nullmaps = {"b": (np.arange(n) % 5 != 2).astype(np.uint8)}
+        if w >= 3:
+            data["c"] = (np.arange(n) / 8 + w).reshape(shape)
+        with tiledb.open(uri, "w", timestamp=t) as A:
+            A._setitem_impl((slice(x0, x1 + 1), slice(y0, y1 + 1)), data, nullmaps)
+        writes[w] = t
+    if consolidate != "none":
+        wait_past(base + 40)
+        kw = {}
+        if consolidate == "partial":
+            kw.update(timestamp_start=base + 10, timestamp_end=base + 20)
+        tiledb.consolidate(uri, config=_cfg(**kw))
+        if vacuum:
+            tiledb.vacuum(uri, config=tiledb.Config({"sm.vacuum.mode": "fragments"}))
+    wait_past(base + 50)
+    times = [base + k for k in (0, 10, 15, 20, 25, 30, 40, 50)]
     return {"base": base, "times": times, "writes": writes}
