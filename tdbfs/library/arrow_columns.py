@@ -96,30 +96,58 @@ def to_arrow(column):
     pa = pyarrow()
     dt = column.datatype
     value_type = scalar_type(dt)
-    mask = None if column.validity is None else ~column.validity
+    validity = column.validity
     if pa.types.is_string(value_type) or pa.types.is_binary(value_type):
         if column.var_sized:
             offsets, data = column.offsets, column.values
         else:
             offsets, data = _strip_nul_padding(column.values)
-        return _binary_array(value_type, offsets, data, column.validity)
+        return _binary_array(value_type, offsets, data, validity)
     if column.var_sized:
         size = dt.size
         raw = column.values[:len(column.values) // size * size]
         flat = _values_array(raw.view(dt.dtype), dt, value_type)
-        offsets = (column.offsets // size).astype(np.int32)
-        return pa.ListArray.from_arrays(pa.array(offsets), flat, mask=_mask(pa, mask))
+        offsets = _int32_offsets(column.offsets // size)
+        return pa.Array.from_buffers(pa.list_(value_type), len(column), [_bitmap(validity), offsets],
+                                     null_count=_nulls(validity), children=[flat])
     if column.per_cell > 1:
         flat = _values_array(np.ascontiguousarray(column.values).reshape(-1), dt, value_type)
-        return pa.FixedSizeListArray.from_arrays(flat, column.per_cell, mask=_mask(pa, mask))
-    return _values_array(column.values, dt, value_type, mask)
+        return pa.Array.from_buffers(pa.list_(value_type, column.per_cell), len(column), [_bitmap(validity)],
+                                     null_count=_nulls(validity), children=[flat])
+    return _values_array(column.values, dt, value_type, validity)
 
 
-def _mask(pa, mask):
-    return None if mask is None else pa.array(mask, pa.bool_())
+# Arrays are made with Array.from_buffers, from numpy's buffers: pa.array() would also look for pandas
+# objects, which imports pandas (a second of a CLI export's start) the first time.
+
+def _bitmap(validity):
+    """Arrow's validity bitmap (bit i set: cell i not null) of a bool per cell, or None."""
+    if validity is None:
+        return None
+    return pyarrow().py_buffer(np.packbits(validity, bitorder="little"))
 
 
-def _values_array(values, dt, value_type, mask=None):
+def _nulls(validity) -> int:
+    return 0 if validity is None else int(len(validity) - np.count_nonzero(validity))
+
+
+def _int32_offsets(offsets):
+    if len(offsets) and int(offsets[-1]) > np.iinfo(np.int32).max:
+        raise ValueError(f"{int(offsets[-1])} values in one batch: more than Arrow's 2 Gi per list or string array")
+    return pyarrow().py_buffer(np.ascontiguousarray(offsets, np.int32))
+
+
+def _primitive(typ, values, validity=None):
+    """A fixed-width Arrow array of `typ` over numpy `values` of the same width (bool: one per cell)."""
+    pa = pyarrow()
+    if pa.types.is_boolean(typ):
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(np.ascontiguousarray(values))
+    return pa.Array.from_buffers(typ, len(values), [_bitmap(validity), data], null_count=_nulls(validity))
+
+
+def _values_array(values, dt, value_type, validity=None):
     """Fixed values (one per cell, or the flat values of every cell) as `value_type`."""
     pa = pyarrow()
     name = dt.name
@@ -128,17 +156,14 @@ def _values_array(values, dt, value_type, mask=None):
         values = values != 0
     elif name.startswith("DATETIME_") and unit in _TO_DAYS:
         values = values.view(f"datetime64[{_TO_DAYS[unit]}]").astype("datetime64[D]").view(np.int64)
-        return pa.array(values.astype(np.int32), pa.int32(), mask=mask).cast(value_type)
+        values = values.astype(np.int32)
     elif name.startswith("DATETIME_") and unit in _TO_SECONDS:
         values = values.view(f"datetime64[{_TO_SECONDS[unit]}]").astype("datetime64[s]").view(np.int64)
     elif name.startswith("TIME_") and unit in _TIME_SCALE:
         values = values * _TIME_SCALE[unit]
     if pa.types.is_time32(value_type):
         values = values.astype(np.int32)
-    if pa.types.is_timestamp(value_type) or pa.types.is_time(value_type):
-        storage = pa.int32() if pa.types.is_time32(value_type) else pa.int64()
-        return pa.array(values, storage, mask=mask).view(value_type)
-    return pa.array(values, value_type, mask=mask)
+    return _primitive(value_type, values, validity)
 
 
 def _strip_nul_padding(values):
@@ -156,28 +181,24 @@ def _strip_nul_padding(values):
 def _binary_array(value_type, offsets, data, validity):
     """A string or binary array straight from its offsets and bytes."""
     pa = pyarrow()
-    n = len(offsets) - 1
-    if int(offsets[-1]) > np.iinfo(np.int32).max:
-        raise ValueError(f"{int(offsets[-1])} bytes of strings in one batch: more than Arrow's 2 GiB")
-    bitmap = None
-    if validity is not None:
-        bitmap = pa.py_buffer(np.packbits(validity, bitorder="little"))
-    return pa.Array.from_buffers(value_type, n, [bitmap, pa.py_buffer(offsets.astype(np.int32)),
-                                                 pa.py_buffer(np.ascontiguousarray(data))],
-                                 null_count=-1 if validity is None else int(n - validity.sum()))
+    return pa.Array.from_buffers(value_type, len(offsets) - 1,
+                                 [_bitmap(validity), _int32_offsets(offsets), pa.py_buffer(np.ascontiguousarray(data))],
+                                 null_count=_nulls(validity))
 
 
 def source_arrays(fragment, tile, fragment_names: list[str]):
     """The `fragment` (dictionary of the fragment names) and `tile` columns of a batch: null for a cell no
     fragment wrote (reader.batch.NO_SOURCE)."""
     pa = pyarrow()
-    no_source = fragment < 0
-    mask = pa.array(no_source) if no_source.any() else None
-    names = pa.array(list(fragment_names), pa.string())
-    indices = pa.array(np.where(no_source, 0, fragment).astype(np.int32), pa.int32(), mask=no_source)
+    has_source = np.asarray(fragment) >= 0
+    validity = None if has_source.all() else has_source
+    encoded = [name.encode("utf-8") for name in fragment_names]
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    names = _binary_array(pa.string(), offsets, np.frombuffer(b"".join(encoded), np.uint8), None)
+    indices = _primitive(pa.int32(), np.where(has_source, fragment, 0).astype(np.int32), validity)
     frag = pa.DictionaryArray.from_arrays(indices, names)
-    tiles = pa.array(np.asarray(tile, np.int64), pa.int64(), mask=None if mask is None else no_source)
-    return frag, tiles
+    return frag, _primitive(pa.int64(), np.asarray(tile, np.int64), validity)
 
 
 SOURCE_FIELDS = ("fragment", "tile")
