@@ -251,8 +251,10 @@ def test_subarray_with_fragment(more_types, all_dtypes, tmp_path):
     (["--subarray", "d0=a..4"], "is not an integer"),
     (["--fragment", "__nope"], "no fragment '__nope'"),
     (["--as-of", "yesterday"], "--as-of 'yesterday'"),
+    (["--as-of", "5", "--fragment", "FRAG"], "give a fragment or a time, not both"),
 ])
 def test_usage_errors_are_one_line(all_dtypes, tmp_path, args, message):
+    args = [only_fragment(all_dtypes) if a == "FRAG" else a for a in args]
     frag = [] if "--fragment" in args or "--as-of" in args else ["--fragment", only_fragment(all_dtypes)]
     out = tmp_path / "x.csv"
     r = run("export", *frag, *args, all_dtypes, out)
@@ -273,6 +275,10 @@ def test_out_exists_or_badly_named(all_dtypes, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["x.parquet"]   # no temporary left behind
     r = run("export", "--fragment", frag, all_dtypes, tmp_path / "x.json")
     assert r.returncode == 2 and b".csv or .parquet" in r.stderr and r.stderr.count(b"\n") == 1
+    # OUT's folder missing: one line naming OUT, exit 1, nothing written
+    r = run("export", "--fragment", frag, all_dtypes, tmp_path / "no" / "x.csv")
+    assert r.returncode == 1 and r.stderr.decode().startswith(f"tdbfs: error: {tmp_path}/no/x.csv: No such file")
+    assert sorted(os.listdir(tmp_path)) == ["x.parquet"]
 
 
 #: runs `tdbfs` (or a snippet) in a Python where `import pyarrow` fails, as without the [parquet] extra

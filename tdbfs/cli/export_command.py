@@ -30,6 +30,10 @@ def cmd_export(args) -> int:
         raise CliError(str(exc), code=2) from None
     except ReadError as exc:   # a read TileDB itself refuses at that time
         raise CliError(str(exc)) from None
+    except BrokenPipeError:
+        raise
+    except OSError as exc:     # OUT's folder missing, OUT a folder, a full disk: about OUT, not the array
+        raise CliError(f"{args.out}: {exc.strerror or exc}") from None
     return 0
 
 
