@@ -471,3 +471,28 @@ def test_encrypted_array(base, tmp_path):
     assert table_rows(pq.read_table(out)) == want and sum(want.values()) > 20
     r = run("export", "--as-of", t, uri, tmp_path / "nokey.csv")
     assert r.returncode != 0 and r.stderr.count(b"\n") == 1 and not (tmp_path / "nokey.csv").exists()
+
+
+def test_groups_and_0x_arrays(tmp_path):
+    """A group or a 0.x workspace has no cells of its own: one line, exit 2. A TileDB 0.x array exports
+    one fragment's cells (--fragment, --subarray typed by its dimensions); what a read returns is computed
+    for TileDB 2 arrays only, which a read without --fragment says."""
+    group = str(tmp_path / "group")
+    tiledb.Group.create(group)
+    world = os.path.join(os.path.dirname(__file__), "data", "world", "GenomicsDB", "ws")
+    for where in (group, world):
+        r = run("export", where, tmp_path / "g.csv")
+        assert r.returncode == 2 and b"holds no cells of its own" in r.stderr and r.stderr.count(b"\n") == 1
+    array = os.path.join(world, "t0_1_2")
+    r = run("export", array, "-")
+    assert r.returncode == 2 and b"TileDB 0.x array" in r.stderr and r.stderr.count(b"\n") == 1
+    frag = run("ls", array, "fragments").stdout.decode().split()[0].rstrip("/")
+    shown = run("cat", array, f"fragments/{frag}/cells.csv").stdout.decode().splitlines()
+    lines = run("export", "--fragment", frag, array, "-").stdout.decode().splitlines()
+    assert lines[0] == shown[0] + ",fragment,tile" and len(lines) == len(shown) > 2
+    assert [line.rsplit(",", 2)[0] for line in lines[1:]] == shown[1:]
+    position = shown[0].split(",").index("position")
+    lo = int(shown[1].split(",")[position])
+    sub = run("export", "--fragment", frag, "--subarray", f"position={lo}..{lo}", array, "-").stdout.decode()
+    assert [line.rsplit(",", 2)[0] for line in sub.splitlines()[1:]] == \
+        [row for row in shown[1:] if int(row.split(",")[position]) == lo]

@@ -37,6 +37,9 @@ def fragment_cells(store, name: str, subarray=None) -> Cells:
     if rel is None:
         raise CellsError(f"no fragment {name!r} (see 'fragments/')")
     frag = store.fragment(rel)
+    if isinstance(subarray, str):   # typed by the fragment's own dimensions (a 0.x schema names them only)
+        from ..reader.subarray import parse_subarray
+        subarray = parse_subarray(subarray, _Dimensions([_Dimension(n, dt) for n, dt in frag.dimensions()]))
 
     def batches():
         for k in range(frag.tile_count()):
@@ -52,6 +55,18 @@ def fragment_cells(store, name: str, subarray=None) -> Cells:
                 yield batch
 
     return Cells(_fragment_columns(frag), [posixpath.basename(rel)], batches)
+
+
+@dataclass(frozen=True)
+class _Dimension:
+    name: str
+    datatype: object
+
+
+@dataclass(frozen=True)
+class _Dimensions:
+    """What reader.subarray.parse_subarray reads of a schema."""
+    dimensions: list
 
 
 def _fragment_columns(frag) -> list:
@@ -135,16 +150,19 @@ def select_cells(store, as_of=None, subarray=None, fragment=None) -> Cells:
     (reader/subarray.py), or parse_subarray's result. CellsError for a request that cannot be met as
     given; reader.ReadError when TileDB would refuse the read."""
     from ..reader.subarray import SubarrayError, parse_subarray
+    from ..store.array_store import ArrayStore
 
+    if not isinstance(store, ArrayStore):
+        raise CellsError(f"{store.path}: a group or workspace holds no cells of its own: export one of its arrays "
+                         "(members/<name>/ in its tree)")
     if fragment is not None and as_of is not None:
         raise CellsError("a fragment's cells are the same at every time: give a fragment or a time, not both")
+    legacy = store.legacy0x_layout is not None
+    if legacy and fragment is None:
+        raise CellsError(f"{store.path}: a TileDB 0.x array: what a read returns is computed for TileDB 2 "
+                         "arrays only; --fragment NAME exports one fragment's cells")
     try:
         if fragment is not None:
-            if isinstance(subarray, str):
-                rel = store.latest_schema_file()
-                if rel is None:
-                    raise CellsError(f"{store.path}: no schema")
-                subarray = parse_subarray(subarray, store.schema(rel))
             return fragment_cells(store, fragment, subarray)
         from ..reader import read_cells
         read = read_cells(store, as_of, subarray)
