@@ -10,7 +10,7 @@ from ..frontend.common import CliError, open_store
 def cmd_export(args) -> int:
     from ..frontend.remote_options import browse_settings
     from ..library.cell_batches import CellsError, select_cells
-    from ..library.export import export_cells, output_format
+    from ..library.export import OutputError, export_cells, output_format
     from ..location import Location
     from ..reader import ReadError
 
@@ -32,8 +32,10 @@ def cmd_export(args) -> int:
         raise CliError(str(exc)) from None
     except BrokenPipeError:
         raise
-    except OSError as exc:     # OUT's folder missing, OUT a folder, a full disk: about OUT, not the array
-        raise CliError(f"{args.out}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a tile whose fields disagree (store/tile_columns.py): named, nothing written
+        raise CliError(f"cannot be read: {exc}") from None
+    except OutputError as exc:
+        raise CliError(str(exc)) from None
     return 0
 
 

@@ -70,7 +70,7 @@ class _Dimensions:
 
 
 def _fragment_columns(frag) -> list:
-    dims, attrs, specials = column_fields(frag)
+    _, attrs, specials = column_fields(frag)
     columns = [_empty(name, DIMENSION, dt, 1, dt.is_string, False) for name, dt in frag.dimensions()]
     columns += [_empty(f.name, ATTRIBUTE, f.datatype, f.cell_val_num, f.var_sized, f.nullable) for f in attrs]
     columns += [_empty(SPECIAL_COLUMNS[f.kind], SPECIAL, f.datatype, 1, False, False) for f in specials]

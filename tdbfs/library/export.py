@@ -17,6 +17,10 @@ from .cell_batches import Cells
 FORMATS = {".csv": "csv", ".parquet": "parquet"}
 
 
+class OutputError(Exception):
+    """OUT cannot be written (its folder missing, OUT a folder): the message names OUT."""
+
+
 def output_format(out) -> str:
     """'csv' or 'parquet' for OUT ('-': CSV on stdout); ValueError for any other name."""
     if out == "-":
@@ -29,25 +33,46 @@ def output_format(out) -> str:
 
 def export_cells(cells: Cells, out, overwrite: bool = False) -> int:
     """Write `cells` to `out` (a path ending in .csv or .parquet, or '-' for CSV on stdout); the number of
-    cells written. FileExistsError when `out` exists and not `overwrite`."""
+    cells written. FileExistsError when `out` exists and not `overwrite`; OutputError when it cannot be
+    written."""
     kind = output_format(out)
     if kind == "parquet":
         from .arrow_columns import pyarrow
         pyarrow()   # the missing extra, said before anything is written
-    if out == "-":
-        return write_csv(cells, sys.stdout.buffer)
+    if out == "-":   # a notebook's sys.stdout has no binary buffer: text then
+        stream = getattr(sys.stdout, "buffer", None)
+        return write_csv(cells, stream if stream is not None else _TextStream(sys.stdout))
     out = os.fspath(out)
     if os.path.lexists(out) and not overwrite:
         raise FileExistsError(f"{out}: exists (give --force to replace it)")
     tmp = os.path.join(os.path.dirname(out) or ".", f".{os.path.basename(out)}.tdbfs-{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        # a new file of its own (O_EXCL): never through a link someone left under that name
+        f = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb")
+    except OSError as exc:
+        raise OutputError(f"{out}: {exc.strerror or exc}") from None
+    try:
+        with f:
             n = write_csv(cells, f) if kind == "csv" else write_parquet(cells, f)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except OSError as exc:   # OUT a folder, ...
+            raise OutputError(f"{out}: {exc.strerror or exc}") from None
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
     return n
+
+
+class _TextStream:
+    def __init__(self, text):
+        self.text = text
+
+    def write(self, data: bytes) -> None:
+        self.text.write(data.decode("utf-8"))
+
+    def flush(self) -> None:
+        self.text.flush()
 
 
 def write_csv(cells: Cells, stream) -> int:
