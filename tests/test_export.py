@@ -496,3 +496,19 @@ def test_groups_and_0x_arrays(tmp_path):
     sub = run("export", "--fragment", frag, "--subarray", f"position={lo}..{lo}", array, "-").stdout.decode()
     assert [line.rsplit(",", 2)[0] for line in sub.splitlines()[1:]] == \
         [row for row in shown[1:] if int(row.split(",")[position]) == lo]
+
+
+def test_damaged_tile_is_named_and_nothing_written(all_dtypes, tmp_path):
+    import shutil
+    copy = tmp_path / "damaged"
+    shutil.copytree(all_dtypes, copy)
+    frag = only_fragment(copy)
+    data = copy / "__fragments" / frag / "a0.tdb"
+    data.write_bytes(data.read_bytes()[:10])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for args in (["--fragment", frag], []):
+        r = run("export", *args, copy, out_dir / "x.parquet")
+        assert r.returncode == 1 and r.stderr.count(b"\n") == 1, r.stderr
+        assert r.stderr.startswith(b"tdbfs: error: cannot be read: ") and f"{frag}/a0.tdb".encode() in r.stderr
+        assert os.listdir(out_dir) == []
