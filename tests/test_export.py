@@ -166,10 +166,6 @@ def test_parquet_equals_tiledb_read(fixture, request, tmp_path):
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     table = pq.read_table(out)
     assert_equals_tiledb(table, path, frag)
-    # written as the tiles stream, one row group each, never gathered first
-    with tdbfs.open(path) as array:
-        tiles = array.fragments[frag].tile_count
-    assert pq.ParquetFile(out).num_row_groups == tiles > 1
     # every field says its TileDB datatype, so a unit Arrow lacks is never silent
     assert table.schema.field(table.column_names[1]).metadata[b"tiledb_datatype"] in (b"INT8", b"INT64",
                                                                                        b"DATETIME_MS")
@@ -512,3 +508,23 @@ def test_damaged_tile_is_named_and_nothing_written(all_dtypes, tmp_path):
         assert r.returncode == 1 and r.stderr.count(b"\n") == 1, r.stderr
         assert r.stderr.startswith(b"tdbfs: error: cannot be read: ") and f"{frag}/a0.tdb".encode() in r.stderr
         assert os.listdir(out_dir) == []
+
+
+def test_row_groups_as_batches_come(all_dtypes, tmp_path, monkeypatch):
+    """Batches (here the fragment's tiles of 4, 4 and 3 cells) are gathered into row groups of at most
+    ROW_GROUP_CELLS cells or ROW_GROUP_BYTES, each written as soon as it is full: never the whole array."""
+    from tdbfs.library import export as export_module
+
+    frag = only_fragment(all_dtypes)
+    pf = pq.ParquetFile
+    with tdbfs.open(all_dtypes) as array:
+        sizes = {}
+        for cells, nbytes in ((8, 1 << 30), (4, 1 << 30), (1000, 1)):
+            monkeypatch.setattr(export_module, "ROW_GROUP_CELLS", cells)
+            monkeypatch.setattr(export_module, "ROW_GROUP_BYTES", nbytes)
+            out = tmp_path / f"{cells}_{nbytes}.parquet"
+            array.export(out, fragment=frag)
+            meta = pf(out).metadata
+            sizes[cells, nbytes] = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+            assert pq.read_table(out).equals(array.cells(fragment=frag))
+    assert sizes == {(8, 1 << 30): [8, 3], (4, 1 << 30): [4, 4, 3], (1000, 1): [4, 4, 3]}

@@ -86,16 +86,37 @@ def write_csv(cells: Cells, stream) -> int:
     return n
 
 
+#: cells gathered into one Parquet row group (fewer, larger groups compress better and read faster), and
+#: the bytes of Arrow data that close a group sooner: what memory holds beyond one batch
+ROW_GROUP_CELLS = 1 << 20
+ROW_GROUP_BYTES = 64 << 20
+
+
 def write_parquet(cells: Cells, stream) -> int:
-    """Parquet of `cells`: TileDB's types, then `fragment` and `tile`; one row group per batch or more."""
+    """Parquet of `cells`: TileDB's types, then `fragment` and `tile`; a row group per ROW_GROUP_CELLS
+    cells (or ROW_GROUP_BYTES of data), written as the batches come."""
     from .arrow_columns import batch_schema, pyarrow, record_batch
     pa = pyarrow()
     schema = batch_schema(cells.columns)
     n = 0
     with pa.parquet.ParquetWriter(stream, schema) as writer:
+        group, size = [], 0
+
+        def flush():
+            if group:
+                writer.write_table(pa.Table.from_batches(group, schema=schema), row_group_size=ROW_GROUP_CELLS)
+                group.clear()
+
         for batch in cells.batches():
-            writer.write_batch(record_batch(batch, cells.fragment_names, schema))
+            rb = record_batch(batch, cells.fragment_names, schema)
+            if group and (size + rb.num_rows > ROW_GROUP_CELLS
+                          or sum(b.nbytes for b in group) + rb.nbytes > ROW_GROUP_BYTES):
+                flush()
+                size = 0
+            group.append(rb)
+            size += rb.num_rows
             n += len(batch)
+        flush()
     return n
 
 
