@@ -2,7 +2,7 @@
 so memory holds one batch whatever the array's size.
 
 CSV is exactly `as_of/<T>/cells.csv` (views/cells_text.py makes both). Parquet keeps TileDB's types
-(library/arrow_columns.py); each batch is written as it comes (one or more row groups), and the file
+(library/arrow_columns.py); batches are gathered into row groups, each written once full, and the file
 appears under its name only once complete.
 """
 
