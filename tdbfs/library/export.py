@@ -1,5 +1,5 @@
 """`tdbfs export` and `Array.export()`: cells (library/cell_batches.py) to CSV or Parquet, batch by batch,
-so memory holds one batch whatever the array's size.
+so memory holds one batch (one row group for Parquet) whatever the array's size.
 
 CSV is exactly `as_of/<T>/cells.csv` (views/cells_text.py makes both). Parquet keeps TileDB's types
 (library/arrow_columns.py); batches are gathered into row groups, each written once full, and the file
