@@ -1016,6 +1016,8 @@ def explaining_files(view: str) -> tuple[str, str] | None:
     parts = view.split("/")
     if parts[0] == "fragments" and len(parts) >= 2:
         return f"__fragments/{parts[1]}", "__fragments"
+    if parts[0] == "as_of" and len(parts) >= 3 and parts[2] in ("cells.csv", "cells"):
+        return "", "*"   # the cells a reader returns come from every fragment read, the schema and the deletes
     if parts[0] == "as_of" and len(parts) >= 3:   # as_of/<T>/: the schema in force, or the metadata
         return "", "__meta" if parts[2] == "metadata.yaml" else "__schema"
     for vf, af in VIEW_FOLDERS:
@@ -1040,6 +1042,8 @@ def explained(view: str, problems: list[dict]) -> bool:
             name = exact.split("/", 1)[1]
             ok = any(f == name or f.startswith(name + "/") for f in files)
         return ok
+    if folder == "*":
+        return bool(files)
     return any(f == folder or f.startswith(folder + "/") for f in files)
 
 

@@ -83,7 +83,8 @@ def test_only_whole_milliseconds_name_a_time(histories, mount):
         with pytest.raises(FileNotFoundError):
             os.stat(mnt / "as_of" / bad)
     assert sorted(os.listdir(mnt / "as_of" / str((1 << 64) - 1))) == [
-        "fragments", "metadata.yaml", "reader.yaml", "schema.yaml"]
+        "cells", "cells.csv", "fragments", "metadata.yaml", "reader.yaml", "schema.yaml"]
+    assert sorted(os.listdir(mnt / "as_of" / "now")) == sorted(os.listdir(mnt / "as_of" / str((1 << 64) - 1)))
     assert os.listdir(mnt / "as_of" / "0" / "fragments") == []
 
 

@@ -8,6 +8,7 @@ import functools
 from .. import __version__
 from .browse import cmd_cat, cmd_ls, cmd_tree
 from .check_command import cmd_check
+from .export_command import cmd_export
 from ..frontend.common import DEFAULT_CACHE_MB, PROG
 from ..mount.command import cmd_mount, cmd_umount
 
@@ -30,6 +31,7 @@ examples:
   tdbfs cat /data/my_array array.yaml      print one file of the view
   tdbfs tree --depth 2 /data/my_array      show the view as a tree
   tdbfs check /data/my_array               check every structure and tile (fsck)
+  tdbfs export /data/my_array cells.csv    the cells TileDB returns, each with its source
 
 exit status:
   0  success
@@ -161,12 +163,43 @@ def build_parser() -> argparse.ArgumentParser:
     _add_remote_arguments(p)
     p.set_defaults(func=cmd_check)
 
+    _add_export(sub, fmt)
+
     p = sub.add_parser("completion", help="print the shell completion script for bash or zsh", formatter_class=fmt,
                        epilog="examples:\n  source <(tdbfs completion bash)          in ~/.bashrc\n"
                               "  source <(tdbfs completion zsh)           in ~/.zshrc, after compinit\n")
     p.add_argument("shell", metavar="SHELL", choices=("bash", "zsh"), help="bash or zsh")
     p.set_defaults(func=_cmd_completion)
     return parser
+
+
+# -- tdbfs export ---------------------------------------------------------------------------------
+def _add_export(sub, fmt) -> None:
+    p = sub.add_parser("export", help="write the cells TileDB returns to CSV or Parquet (no FUSE needed)",
+                       formatter_class=fmt,
+                       description="Write the cells a TileDB read of ARRAY opened at --as-of returns (newest\n"
+                                   "fragment wins, fill values, deletes applied) to OUT, each with its source:\n"
+                                   "the fragment and tile its value comes from. OUT ends in .csv (the bytes of\n"
+                                   "as_of/<T>/cells.csv) or .parquet (TileDB's types kept; needs the 'parquet'\n"
+                                   "extra), or is '-' for CSV on stdout. Never writes to the array.",
+                       epilog="examples:\n  tdbfs export /data/my_array cells.parquet\n"
+                              "  tdbfs export --as-of 1700000000000 --subarray d0=10..20,d1=5..9 /data/my_array -\n"
+                              "  tdbfs export --fragment __1_1_0123abcd_22 /data/my_array frag.csv\n")
+    p.add_argument("array", metavar="ARRAY", help="TileDB array folder, or its URL (s3://, gs://, az://)")
+    p.add_argument("out", metavar="OUT", help="OUT.csv, OUT.parquet, or - (CSV on stdout)")
+    p.add_argument("--as-of", metavar="T", default=None,
+                   help="the array as opened at T: ms since 1970 or 'now' (default: now)")
+    p.add_argument("--subarray", metavar="RANGES", default=None,
+                   help="only the cells in these inclusive ranges: DIM=LO..HI[,DIM=LO..HI...] (as "
+                        "as_of/<T>/cells/<RANGES>.csv names them; ';' joins ranges of one dimension)")
+    p.add_argument("--fragment", metavar="NAME", default=None,
+                   help="instead of what a read returns: the cells fragment NAME stores, as it stores them")
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP)
+    _add_remote_arguments(p)
+    p.set_defaults(func=cmd_export)
 
 
 def _cmd_completion(args) -> int:

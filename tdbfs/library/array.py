@@ -93,6 +93,37 @@ class Array(StoreObject):
         array.yaml's `hints:` lists them."""
         return self._summary().get("hints", [])
 
+    # -- cells ------------------------------------------------------------------------------------
+    def cells(self, as_of=None, subarray=None, fragment=None):
+        """The cells a TileDB read of the array opened at `as_of` (ms, a datetime, 'now' or None: now)
+        returns, each with its source: the rows of `as_of/<T>/cells.csv`. `subarray`: inclusive ranges by
+        dimension name, typed as the `as_of/<T>/cells/` file names are ('d0=10..20,d1=5..9'). `fragment`
+        (a fragment's name, instead of a time): the cells that fragment stores, as it stores them.
+
+        With pyarrow (the `[parquet]` extra): a pyarrow.Table with TileDB's types (library/arrow_columns.py),
+        then `fragment` and `tile` (null for a dense fill value). Without: a dict of column name -> numpy
+        values as Fragment.cells gives them, then `fragment` (names, None for a fill value) and `tile`
+        (masked for a fill value). Holds every cell selected: for a large array, `export` streams."""
+        from .cell_batches import select_cells
+        from .export import cells_columns, cells_table
+
+        cells = select_cells(self.store, _time_or_none(as_of), subarray, fragment)
+        try:
+            import pyarrow  # noqa: F401 -- the extra chooses the type returned
+        except ImportError:
+            return cells_columns(cells)
+        return cells_table(cells)
+
+    def export(self, out, as_of=None, subarray=None, fragment=None, overwrite: bool = False) -> int:
+        """Write `cells(as_of, subarray, fragment)` to `out`, batch by batch: a path ending in .csv (the
+        bytes of `as_of/<T>/cells.csv`) or .parquet (the `[parquet]` extra), or '-' (CSV on stdout).
+        FileExistsError when `out` exists, unless `overwrite`. Returns the number of cells written."""
+        from .cell_batches import select_cells
+        from .export import export_cells, output_format
+
+        output_format(out)   # a bad name fails before anything is read
+        return export_cells(select_cells(self.store, _time_or_none(as_of), subarray, fragment), out, overwrite)
+
     def as_of(self, t) -> "AsOf":
         """The array as TileDB opened at timestamp `t` sees it: `t` in ms since the epoch, a datetime, or
         'now'."""
@@ -167,6 +198,14 @@ class AsOf:
         merged = metadata_as_of(self.array.store, self.t)
         return {k: r.value for k, r in merged.records.items() if not r.deleted}
 
+    def cells(self, subarray=None):
+        """The cells TileDB returns at `t`: Array.cells(as_of=t, subarray=subarray)."""
+        return self.array.cells(as_of=self.t, subarray=subarray)
+
+    def export(self, out, subarray=None, overwrite: bool = False) -> int:
+        """Array.export(out, as_of=t, ...)."""
+        return self.array.export(out, as_of=self.t, subarray=subarray, overwrite=overwrite)
+
     def open_view(self, path: str) -> bytes:
         """A file of `as_of/<t>/` (reader.yaml, schema.yaml, metadata.yaml)."""
         return self.array.open_view(f"as_of/{self.t}/{path}")
@@ -176,6 +215,10 @@ class AsOf:
 
     def __repr__(self) -> str:
         return f"<tdbfs.AsOf {self.array.uri!r} at {self.t} ms>"
+
+
+def _time_or_none(t):
+    return None if t is None else _milliseconds(t)
 
 
 def _milliseconds(t) -> int:

@@ -20,6 +20,7 @@ from ..format.array_metadata import merge_metadata
 from ..format.names import try_parse_name
 from .array_store import COMMITS_DIR, FRAGMENT_METADATA_FILE, FRAGMENTS_DIR, LEGACY_SCHEMA
 from .metadata_files import META_DIR, MergedMetadata
+from .std_sort import std_sort
 
 #: constants::consolidation_with_timestamps_min_version (tiledb/sm/misc/constants.cc): from this format
 #: on, a sparse reader keeps a fragment whose range only partly overlaps [0, T] and filters its cells
@@ -102,7 +103,8 @@ def fragments_as_of(store, t: int, dense: bool) -> FragmentsAsOf:
 
 
 def _candidates(store):
-    """(((relative path, FragmentName), ...) of every committed fragment in TileDB's order (by t1),
+    """(((relative path, FragmentName), ...) of every committed fragment in TileDB's order (by t1; equal t1
+    in the order of ArrayDirectory::load's listing up to 16 fragments, past that as std::sort leaves them),
     ((.vac FragmentName, its entries), ...)): what does not depend on T, kept while the commits stay."""
     def make():
         con_set = _consolidated_commits(store)
@@ -117,7 +119,9 @@ def _candidates(store):
             if rel.endswith(".vac") and n is not None:
                 entries = store.attempt(lambda rel=rel: store.vacuum_file(rel), rel, "vacuum file") or ()
                 vacs.append((n, frozenset(entries)))
-        return tuple(sorted(named.items(), key=lambda item: item[1].sort_key)), tuple(vacs)
+        # compute_filtered_uris: std::sort by t1 alone over the listing's order (not stable past 16)
+        ordered = std_sort(list(named.items()), lambda x, y: x[1].t1 < y[1].t1)
+        return tuple(ordered), tuple(vacs)
 
     return store.per_listing("as_of candidates", store.COMMIT_FOLDERS, make)
 
@@ -196,7 +200,7 @@ def _root_fragments(store, con_set: set[str]) -> list[str]:
     a `<name>.ok` at the root or in a .con commits one; before format 5 its metadata file does."""
     root = set(store.listdir(""))
     out = []
-    for name in store.storage.subdirs(""):
+    for name in sorted(store.storage.subdirs("")):   # VFS::ls_with_sizes lists in byte order
         if "." in name or "_" not in name or name in _NOT_FRAGMENTS:
             continue
         n = try_parse_name(name)
@@ -211,7 +215,7 @@ def _commits_dir_fragments(store, con_set: set[str]) -> list[str]:
     """Fragments of format 12 on (load_commits_dir_uris_v12_or_higher): the .wrt entries of the .con
     files, then each __commits .wrt file that no .con lists."""
     out = [f"{FRAGMENTS_DIR}/{os.path.basename(p)[:-4]}" for p in sorted(con_set) if p.endswith(".wrt")]
-    for rel in store.commit_files():
+    for rel in sorted(store.commit_files()):
         if rel.startswith(COMMITS_DIR + "/") and rel.endswith(".wrt") and rel not in con_set:
             out.append(f"{FRAGMENTS_DIR}/{os.path.basename(rel)[:-4]}")
     return out

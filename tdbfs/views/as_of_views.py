@@ -17,6 +17,8 @@ from .nodes import BytesFile, DirNode, DynamicDir, SymlinkNode, WhileState
 from .render import to_yaml
 
 _DECIMAL = re.compile(r"(0|[1-9][0-9]*)\Z")
+#: as_of/now/: the array as a reader opening it now sees it (found when typed, not listed)
+NOW = "now"
 #: as_of/<T>/ folders kept with what they rendered
 MOMENTS_KEPT = 16
 
@@ -29,9 +31,10 @@ def as_of_dir(store) -> DirNode:
         return store.per_summary("as_of times", lambda: [
             str(t) for t in listed_times(store, distinct_times(timeline(store)))])
 
-    return KeyedDir(guarded(times, store.problems, "", "timeline"), lambda name: moment_dir(store, int(name)),
+    return KeyedDir(guarded(times, store.problems, "", "timeline"),
+                    lambda name: moment_dir(store, None if name == NOW else int(name)),
                     mtime=lambda: store.mtime(""),
-                    exists=is_timestamp, mode=DirNode.mode, keep=MOMENTS_KEPT)
+                    exists=lambda name: name == NOW or is_timestamp(name), mode=DirNode.mode, keep=MOMENTS_KEPT)
 
 
 def is_timestamp(name: str) -> bool:
@@ -45,17 +48,23 @@ def moment_state(store):
     return store.listing_stamps(store.COMMIT_FOLDERS + ("__schema", "__fragments", "__meta"))
 
 
-def moment_dir(store, t: int) -> DirNode:
+def moment_dir(store, when: int | None) -> DirNode:
+    """as_of/<T>/; `when` None: as_of/now/, T the time of each use (what tiledb.open(uri) takes)."""
+    import time
     from ..store import as_of
+    from .as_of_cells import cells_children
     seen: dict = {}
+
+    def at() -> int:
+        return time.time_ns() // 1_000_000 if when is None else when
 
     def reader_fragments():
         """as_of.reader_fragments, again only when a commit, schema or fragment folder came or went:
         `find` lstats every symlink of fragments/, and each lookup asks."""
         state = moment_state(store)
-        if state is not None and seen.get("state") == state:
+        if state is not None and when is not None and seen.get("state") == state:
             return seen["value"]
-        value = as_of.reader_fragments(store, t)
+        value = as_of.reader_fragments(store, at())
         seen.update(state=state, value=value, names={posixpath.basename(r) for r in value.fragments})
         return value
 
@@ -67,19 +76,20 @@ def moment_dir(store, t: int) -> DirNode:
         return name in seen["names"]
 
     def schema():
-        rel = as_of.schema_as_of(store, t)
+        rel = as_of.schema_as_of(store, at())
         if rel is None:
             raise FileNotFoundError("__schema")
         return array_views.schema_view(store, rel)
 
     def reader():
-        rel = as_of.schema_as_of(store, t)
-        at = reader_fragments()
+        rel = as_of.schema_as_of(store, at())
+        read = reader_fragments()
+        t = at()
         return {"timestamp": t, "time_utc": iso8601_ms(t), "schema": rel,
                 "array_type": None if rel is None else "dense" if store.schema(rel).dense else "sparse",
-                "fragments_read": [posixpath.basename(r) for r in at.fragments],
-                "fragments_replaced": [posixpath.basename(r) for r in at.replaced],
-                "fragments_missing": [posixpath.basename(r) for r in at.missing]}
+                "fragments_read": [posixpath.basename(r) for r in read.fragments],
+                "fragments_replaced": [posixpath.basename(r) for r in read.replaced],
+                "fragments_missing": [posixpath.basename(r) for r in read.missing]}
 
     def guard(render, file, structure):
         return guarded(render, store.problems, file, structure)
@@ -98,9 +108,10 @@ def moment_dir(store, t: int) -> DirNode:
         "fragments": fragments,
         "reader.yaml": BytesFile(guard(lambda: to_yaml(reader()), "__schema", "array schema"), kept()),
         "metadata.yaml": BytesFile(guard(lambda: to_yaml(array_views.merged_metadata(
-            store, as_of.metadata_as_of(store, t))), "__meta", "array metadata"), kept()),
+            store, as_of.metadata_as_of(store, at()))), "__meta", "array metadata"), kept()),
     }
     schema_file = BytesFile(guard(lambda: to_yaml(schema()), "__schema", "array schema"), kept())
-    # like schema/current.yaml, there only when there is a schema file
-    return DynamicDir(lambda: {**children, "schema.yaml": schema_file} if as_of.schema_as_of(store, t) else children,
+    # like schema/current.yaml, there only when there is a schema file; so are the cells a reader returns
+    with_schema = {**children, "schema.yaml": schema_file, **cells_children(store, at, lambda: moment_state(store))}
+    return DynamicDir(lambda: with_schema if as_of.schema_as_of(store, at()) else children,
                       mtime=lambda: store.mtime(""))

@@ -36,13 +36,36 @@ def csv_rows(columns) -> bytes:
     """The rows of columns of equal length, without the header."""
     if not columns:
         return b""
-    n = len(columns[0])
+    return _rows(columns, len(columns[0]), lambda start, stop: [])
+
+
+def source_header(columns) -> bytes:
+    """The header of the cells a read returns (`as_of/<T>/cells.csv`, `tdbfs export`): the columns', then
+    `fragment` and `tile`."""
+    return csv_header(header_names(columns) + ["fragment", "tile"])
+
+
+def batch_csv_rows(batch, fragment_names) -> bytes:
+    """The rows of a reader.batch.CellBatch: its columns, then the name of the fragment each value comes
+    from (a string, so quoted) and the tile; both empty for a cell no fragment wrote (a dense fill value)."""
+    names = np.array(['"' + name.replace('"', '""') + '"' for name in fragment_names] + [""], dtype=object)
+
+    def source(start, stop):
+        tiles = batch.tile[start:stop]
+        return [names[batch.fragment[start:stop]].tolist(),   # NO_SOURCE (-1) picks the "" at the end
+                np.where(tiles >= 0, tiles.astype(str), "").tolist()]
+    return _rows(batch.columns, len(batch), source)
+
+
+def _rows(columns, n: int, more) -> bytes:
+    """Rows of `columns`, then the fields `more(start, stop)` gives for each run of rows."""
     out = []
     for start in range(0, n, ROWS_PER_BATCH):
         stop = min(n, start + ROWS_PER_BATCH)
         texts = []
         for c in columns:
             texts += column_text(c.slice(start, stop))
+        texts += more(start, stop)
         out.append(("\n".join(map(",".join, zip(*texts))) + "\n").encode("utf-8"))
     return b"".join(out)
 

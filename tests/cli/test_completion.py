@@ -18,7 +18,8 @@ from tdbfs.cli.parser_info import commands
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
-COMMANDS = {"mount", "umount", "unmount", "ls", "cat", "tree", "check", "completion"}
+COMMANDS = {"mount", "umount", "unmount", "ls", "cat", "tree", "check", "completion",
+            "export"}
 
 
 def _tdbfs(*args):
@@ -107,6 +108,20 @@ def test_bash_completes_folders_for_arrays_and_files_for_files(bash_file, tmp_pa
     assert complete_bash(bash_file, "mount", "arr_folder", "arr_folder", "arr", cwd=tmp_path) == []
 
 
+def test_bash_completes_export(bash_file, tmp_path):
+    (tmp_path / "arr_folder").mkdir()
+    (tmp_path / "arr_out.csv").write_text("x")
+    assert set(complete_bash(bash_file, "export", "--")) == {
+        "--help", "--as-of", "--subarray", "--fragment", "--force", "--debug", "--key-file", "--cache-dir"}
+    # ARRAY: folders; OUT: files too
+    assert complete_bash(bash_file, "export", "arr", cwd=tmp_path) == ["arr_folder"]
+    assert sorted(complete_bash(bash_file, "export", "--as-of", "5", "arr_folder", "arr", cwd=tmp_path)) == \
+        ["arr_folder", "arr_out.csv"]
+    # T, RANGES and NAME: typed, nothing offered
+    assert complete_bash(bash_file, "export", "--subarray", "arr", cwd=tmp_path) == []
+    assert set(complete_bash(bash_file, "export", "-o", "")) == set(BACKEND_OPTIONS)
+
+
 def test_bash_completes_paths_of_the_tree(bash_file, array_factory, tmp_path):
     array = array_factory("sparse").path
     wrapper = tmp_path / "tdbfs"   # the command as typed: the completion runs `tdbfs ls` through it
@@ -164,6 +179,8 @@ def test_zsh_completes_the_arguments_of_a_command(zsh_file):
     assert "--log[daemon log file (default\\: stderr with -f, else none)]:FILE:_files" in out
     out = _zsh(zsh_file, f'{_ZSH_STUBS} source {zsh_file}; STATE=argument; seen=; words=(ls ""); _tdbfs')
     assert "::PATH:->tree" in out
+    out = _zsh(zsh_file, f'{_ZSH_STUBS} source {zsh_file}; STATE=argument; seen=; words=(export ""); _tdbfs')
+    assert ":ARRAY:_files -/" in out and ":OUT:_files" in out
     out = _zsh(zsh_file, f'{_ZSH_STUBS} source {zsh_file} >/dev/null; _tdbfs_options_mount')
     assert out[:2] == ["-s", ","]
     assert out[2:] == ["option"] + [w[:-1] + ":value: " if w.endswith("=") else w
