@@ -1,0 +1,129 @@
+"""The salvage itself: plan, then build the new array in a folder beside DEST, renamed to DEST at the end
+(a failure leaves no half array). The source is only ever read, through its store.
+
+Order of the build (why: tiledb-py writes with the newest schema the array holds, tiledb/sm/query/
+writers/writer_base.cc `array_schema_latest`): the enumerations; then each schema file, oldest first,
+followed by the rewrites of the damaged fragments whose footer names it, so that each is written with its
+own schema; then the metadata, the delete conditions and the sound fragments, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from .copy import copy_file, copy_fragment, write_file
+from .plan import DAMAGED, MISSING, SalvageError, make_plan
+from .report import COPIED, LOST, REPORT_FILE, REWRITTEN, FragmentOutcome, Report
+
+
+def salvage_store(store, dest: str, t: int | None = None, progress=None) -> Report:
+    """Salvage the array of `store` (read at `t`, ms; None: now) into the new local folder `dest`.
+    SalvageError (nothing written) when `dest` exists, its parent does not, or the schema in force does
+    not decode."""
+    say = progress or (lambda what: None)
+    dest = os.path.abspath(dest)
+    parent = os.path.dirname(dest)
+    if os.path.lexists(dest):
+        raise SalvageError(f"{dest} exists: salvage writes a new array")
+    if not os.path.isdir(parent):
+        raise SalvageError(f"{parent} is not a folder")
+    say("checking")
+    plan = make_plan(store, t)
+    damaged = [f for f in plan.fragments if f.state == DAMAGED]
+    report = Report(getattr(store, "path", ""), dest, plan.t, plan.schema, list(plan.schemas),
+                    len(plan.enumerations), list(plan.metadata), [c.rel for c in plan.conditions],
+                    [p.printable().line() for p in plan.lost_files])
+    if damaged:
+        from .rewrite import tiledb_module, tiledb_version
+        tiledb_module()
+        report.tiledb_version = tiledb_version()
+    work = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.salvage-", dir=parent)
+    try:
+        _build(store, plan, work, report, say)
+        write_file(work, REPORT_FILE, report.yaml().encode("utf-8"))
+        if os.path.lexists(dest):
+            raise SalvageError(f"{dest} appeared while the copy was built: it is left as it is")
+        os.rename(work, dest)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return report
+
+
+def _build(store, plan, work: str, report: Report, say) -> None:
+    outcomes: dict[str, FragmentOutcome] = {}
+    for rel in plan.enumerations:
+        copy_file(store, rel, work)
+    allows_duplicates = bool(getattr(store.schema(plan.schema), "allows_duplicates", False))
+    pending = [f for f in plan.fragments if f.state == DAMAGED]
+    for rel in plan.schemas:
+        copy_file(store, rel, work)
+        for f in [f for f in pending if f.schema == rel]:
+            say(f"rewriting {f.rel}")
+            outcomes[f.rel] = _rewrite(store, f, work, plan.t, allows_duplicates)
+        pending = [f for f in pending if f.schema != rel]
+    for f in pending:   # its schema is not among those kept: its metadata does not decode
+        outcomes[f.rel] = _lost(f, _first(f.problems))
+    for rel in plan.metadata:
+        copy_file(store, rel, work)
+    for c in plan.conditions:
+        if c.source is not None:
+            copy_file(store, c.source, work)
+        else:
+            write_file(work, c.rel, c.data)
+    for f in plan.fragments:
+        if f.state == MISSING:
+            outcomes[f.rel] = _lost(f, _first(f.problems))
+        elif f.state != DAMAGED:
+            say(f"copying {f.rel}")
+            frag = store.fragment(f.rel)
+            copy_fragment(store, f.rel, work)
+            outcomes[f.rel] = FragmentOutcome(f.rel, COPIED, cells=_cells(frag), note=_note(frag, plan.t))
+    report.fragments = [outcomes[f.rel] for f in plan.fragments]
+
+
+def _rewrite(store, f, work: str, t: int, allows_duplicates: bool) -> FragmentOutcome:
+    from .rewrite import rewrite_fragment
+
+    frag = store.fragment(f.rel)
+    problems = tuple(p.printable().line() for p in f.problems)
+    try:
+        r = rewrite_fragment(frag, work, t, store.key.reveal() if store.key is not None else None,
+                             allows_duplicates)
+    except SalvageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- its metadata does not decode, or TileDB refused the write
+        return FragmentOutcome(f.rel, LOST, problems=problems, why=_why(exc, f))
+    return FragmentOutcome(f.rel, REWRITTEN, problems=problems, written=r.written, cells_kept=r.cells_kept,
+                           cells_lost=r.cells_lost, lost_tiles=r.lost_tiles, lost_detail=r.lost_detail,
+                           not_read=r.not_read)
+
+
+def _why(exc: Exception, f) -> str:
+    from ..store.problems import problem_of
+    return problem_of(exc, f.rel, "fragment").printable().line()
+
+
+def _first(problems) -> str:
+    return problems[0].printable().line() if problems else "unknown"
+
+
+def _lost(f, why: str) -> FragmentOutcome:
+    return FragmentOutcome(f.rel, LOST, problems=tuple(p.printable().line() for p in f.problems), why=why)
+
+
+def _cells(frag) -> int:
+    try:
+        return int(frag.cell_count())
+    except Exception:  # noqa: BLE001 -- sound: it decodes
+        return 0
+
+
+def _note(frag, t: int) -> str:
+    n = frag.parsed_name
+    if n.t2 > t:
+        return (f"holds cells written up to {n.t2}, after the time read ({t}): open the copy at {t} to read "
+                "what the source returned then")
+    return ""
