@@ -67,15 +67,21 @@ class Rewritten:
     not_read: int = 0             # cells a reader at T does not take (newer, deleted, superseded)
 
 
-def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_duplicates: bool) -> Rewritten:
+def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_duplicates: bool,
+                     problems=()) -> Rewritten:
     """Write the surviving cells of `frag` into the array being built at `dest_root` (which holds the
-    fragment's own schema as its newest), as read at `t`. Raises when nothing of the fragment can be
-    read (its metadata) or TileDB refuses the write."""
+    fragment's own schema as its newest), as read at `t`. A tile is lost when a field of it does not
+    decode, or when one of `problems` (the check's, store/tile_bounds.py: values outside the min/max the
+    metadata records) names it: its bytes decode but are not the ones written. Raises when nothing of
+    the fragment can be read (its metadata) or TileDB refuses the write."""
     ntiles = frag.tile_count()
     dims = [name for name, _ in frag.dimensions()]
+    named = _tiles_named(frag, problems)
     kept, lost = [], []
     for k in range(ntiles):
         try:
+            if k in named:
+                raise named[k]
             kept.append(tile_columns(frag, k))
         except Exception as exc:  # noqa: BLE001 -- each failure loses the tile, named in the report
             lost.append(_lost_tile(frag, k, exc))
@@ -101,6 +107,24 @@ def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_dup
                      not_read)
 
 
+class _Named(Exception):
+    """A problem the check found in a tile that decodes."""
+
+    def __init__(self, problem):
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def _tiles_named(frag, problems) -> dict:
+    """Tile index -> _Named, for each problem of a data file of the fragment whose structure is a tile."""
+    out = {}
+    for p in problems:
+        k = p.structure[5:] if p.structure.startswith("tile ") else ""
+        if k.isdigit() and p.file.startswith(frag.rel + "/"):
+            out.setdefault(int(k), _Named(p))
+    return out
+
+
 def concat_all(tiles: list[list[Column]]) -> list[Column]:
     return [concat([cols[j] for cols in tiles]) for j in range(len(tiles[0]))]
 
@@ -111,7 +135,8 @@ def _times(frag) -> tuple[int, int]:
 
 
 def _lost_tile(frag, k: int, exc: Exception) -> LostTile:
-    problem = problem_of(exc, frag.rel, f"tile {k}").printable().line()
+    p = exc.problem if isinstance(exc, _Named) else problem_of(exc, frag.rel, f"tile {k}")
+    problem = p.printable().line()
     dims = [name for name, _ in frag.dimensions()]
     bounds, cells, kind = {}, None, "mbr"
     try:

@@ -91,7 +91,7 @@ def _rewrite(store, f, work: str, t: int, allows_duplicates: bool) -> FragmentOu
     problems = tuple(p.printable().line() for p in f.problems)
     try:
         r = rewrite_fragment(frag, work, t, store.key.reveal() if store.key is not None else None,
-                             allows_duplicates)
+                             allows_duplicates, f.problems)
     except SalvageError:
         raise
     except Exception as exc:  # noqa: BLE001 -- its metadata does not decode, or TileDB refused the write
