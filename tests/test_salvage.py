@@ -1,0 +1,359 @@
+"""`tdbfs salvage` and `tdbfs.salvage()` against TileDB itself (tdbfs/salvaging/).
+
+Healthy arrays: TileDB opens the copy, its reads at every time from the newest fragment on equal the
+source's (cells and metadata), the copied files are the source's bytes, `tdbfs check` of the copy is
+silent, and the source is unchanged. Damaged copies of arrays (a tile that does not decode, a tile
+whose values are not those its metadata records, a fragment metadata file overwritten so that TileDB
+refuses the whole array): TileDB opens the copy, and the cells it returns are the undamaged twin's,
+less exactly the cells of the tiles `salvage.yaml` lists as lost. The cells of a lost tile are found
+with TileDB alone: the twin read at the fragment's own time range, in global order, is the fragment's
+cells in tile order, `capacity` cells per sparse tile.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+tiledb = pytest.importorskip("tiledb")
+
+import arrays  # noqa: E402
+import damage  # noqa: E402
+from arrays import ENCRYPTION_KEY, encryption_ctx  # noqa: E402
+from mounting import assert_unchanged, snapshot_tree  # noqa: E402
+
+from tdbfs.cli.main import main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- reading with TileDB ------------------------------------------------------------------------
+
+def _ctx(key):
+    return encryption_ctx(key) if key else None
+
+
+def _table(uri, t, key, order=None) -> list:
+    """The cells TileDB returns (dimensions and attributes, by name), one tuple per cell."""
+    with tiledb.open(str(uri), timestamp=t, ctx=_ctx(key)) as A:
+        kw = {"order": order} if order else {}
+        data = A.query(use_arrow=False, coords=True, **kw)[:]
+        cut = 1 if A.schema.sparse else A.schema.ndim   # a dense read is shaped like its subarray
+    cols = []
+    for n in sorted(data):
+        v = data[n]
+        v = v.reshape((-1,) + v.shape[cut:])
+        cols.append([(n, repr(x.tolist() if hasattr(x, "tolist") else x)) for x in v])
+    return list(zip(*cols))
+
+
+def at(cells, names) -> set:
+    """The coordinates (values of the fields `names`) of `cells`."""
+    return {tuple(v for n, v in cell if n in names) for cell in cells}
+
+
+def without(cells: collections.Counter, coords: set, names) -> collections.Counter:
+    """`cells` less those at `coords`."""
+    return collections.Counter({c: k for c, k in cells.items() if next(iter(at([c], names))) not in coords})
+
+
+def rows(uri, t=None, key=None) -> collections.Counter:
+    """The cells TileDB returns, as a multiset of rows."""
+    return collections.Counter(_table(uri, t, key))
+
+
+def ordered_rows(uri, t, key=None) -> list:
+    """The cells TileDB returns, in global order."""
+    return _table(uri, t, key, "G")
+
+
+def metadata(uri, t=None, key=None) -> dict:
+    with tiledb.open(str(uri), timestamp=t, ctx=_ctx(key)) as A:
+        return {k: repr(A.meta[k]) for k in A.meta.keys()}
+
+
+def times(uri) -> list[int]:
+    """Every time named in the array's files (fragments, commits, schemas, metadata)."""
+    out = set()
+    for folder in ("__fragments", "__commits", "__schema", "__meta"):
+        for name in os.listdir(Path(uri) / folder) if (Path(uri) / folder).is_dir() else ():
+            parts = name.split(".")[0].split("_")
+            if len(parts) >= 4 and parts[2].isdigit() and parts[3].isdigit():
+                out.add(int(parts[3]))
+    return sorted(out)
+
+
+def fragment_names(uri) -> list[str]:
+    return sorted(os.listdir(Path(uri) / "__fragments"), key=lambda n: (int(n.split("_")[2]), int(n.split("_")[3])))
+
+
+def salvage_cli(*args, key_file=None) -> tuple[int, str, str]:
+    """`tdbfs salvage ...` in this process: (status, stdout, stderr)."""
+    import contextlib
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["salvage", *map(str, args)] + (["--key-file", str(key_file)] if key_file else [])
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def check_cli(uri, key_file=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "tdbfs", "check", "--jobs", "1", str(uri)]
+    return subprocess.run(argv + (["--key-file", str(key_file)] if key_file else []), capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+@pytest.fixture
+def key_file(tmp_path):
+    path = tmp_path / "key"
+    path.write_text(ENCRYPTION_KEY)
+    return path
+
+
+# -- healthy arrays -----------------------------------------------------------------------------
+
+HEALTHY = {
+    "dense": ("dense", dict(ndim=2)),
+    "sparse": ("sparse", dict(ndim=2, dim_kinds=["string", "int"], cells=8, capacity=3)),
+    "duplicates": ("sparse", dict(ndim=1, allows_duplicates=True, cells=6, capacity=2, n_fragments=3)),
+    "consolidated": ("consolidated", dict(sparse=True)),
+    "consolidated_dense": ("consolidated", dict(sparse=False)),
+    "deletes": ("deletes", dict()),
+    "commits": ("commits", dict()),
+    "schema_evolution": ("schema_evolution", dict()),
+    "enumerations": ("enumerations", dict()),
+    "metadata": ("metadata", dict(consolidate_meta=True)),
+    "all_dtypes": ("all_dtypes", dict(sparse=True)),
+    "encrypted": ("encrypted", dict()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY))
+def test_a_healthy_array_is_copied_and_tiledb_reads_the_same(tmp_path, name, key_file):
+    kind, opts = HEALTHY[name]
+    built = arrays.make_array(tmp_path / "src", kind, name=name, **opts)
+    src, dest = built.path, tmp_path / "saved"
+    key = ENCRYPTION_KEY if kind == "encrypted" else None
+    kf = key_file if key else None
+    before = snapshot_tree(src)
+    code, out, err = salvage_cli(src, dest, key_file=kf)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"{dest}: ") and " 0 rewritten, 0 lost; " in out and ", 0 lost (0 tiles)" in out
+    assert_unchanged(before, snapshot_tree(src))
+    report = yaml.safe_load((dest / "salvage.yaml").read_text())
+    assert report["totals"]["something_lost"] is False
+    assert {f["outcome"] for f in report["fragments"]} == {"copied"}
+    # byte for byte: every file of every copied fragment, and each schema
+    for f in report["fragments"]:
+        for file in os.listdir(src / f["fragment"]):
+            assert (dest / f["fragment"] / file).read_bytes() == (src / f["fragment"] / file).read_bytes()
+    for rel in report["schemas"]:
+        assert (dest / rel).read_bytes() == (src / rel).read_bytes()
+    newest = max(int(os.path.basename(f["fragment"]).split("_")[3]) for f in report["fragments"])
+    moments = [t for t in times(src) if t >= newest] + [None]
+    assert len(moments) >= 2
+    for t in moments:
+        assert rows(dest, t, key) == rows(src, t, key), f"at {t}"
+        assert metadata(dest, t, key) == metadata(src, t, key), f"at {t}"
+    assert sum(rows(dest, None, key).values()) > 0
+    checked = check_cli(dest, kf)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "warning" not in checked.stdout + checked.stderr
+    assert checked.stdout.strip().endswith("files checked)") and ": clean (" in checked.stdout
+
+
+def test_as_of_an_earlier_time_copies_what_a_reader_then_saw(tmp_path):
+    built = arrays.make_array(tmp_path / "src", "sparse", ndim=1, cells=5, capacity=2, n_fragments=3)
+    src = built.path
+    first_two = int(fragment_names(src)[1].split("_")[3])
+    code, out, _ = salvage_cli(src, tmp_path / "saved", "--as-of", first_two)
+    assert code == 0
+    assert len(os.listdir(tmp_path / "saved" / "__fragments")) == 2
+    assert rows(tmp_path / "saved") == rows(src, first_two) != rows(src)
+
+
+# -- damaged arrays -----------------------------------------------------------------------------
+
+def spoil_tile(path: Path, fragment: str, stem: str, tile: int) -> None:
+    """Xor every byte of the chunk data of one tile of `stem`.tdb (damage.layout walks the file)."""
+    f = path / "__fragments" / fragment / f"{stem}.tdb"
+    data = bytearray(f.read_bytes())
+    lay = damage.layout(bytes(data), "data")
+    lo, hi, _ = lay.tiles[tile]
+    spans = [(s, e) for s, e, _ in lay.chunks if lo <= s and e <= hi]
+    assert spans
+    for start, end in spans:
+        for i in range(start, end):
+            data[i] ^= 0x5A
+    f.write_bytes(bytes(data))
+
+
+def fragment_cells(twin: Path, fragment: str, key=None) -> list:
+    """The fragment's cells in global order, read by TileDB from the twin at the fragment's time range."""
+    p = fragment.split("_")
+    return ordered_rows(twin, (int(p[2]), int(p[3])), key)
+
+
+DAMAGED = {
+    # name: (kind, options, which fragment (index by time, or "consolidated"), attribute, tile)
+    "sparse_zstd": ("sparse", dict(ndim=2, capacity=3, cells=10, filters="ZSTD"), 0, "a0", 1),
+    "sparse_checksum": ("sparse", dict(ndim=2, capacity=3, cells=9, filters="ZSTD+CHECKSUM_SHA256"), 1, "a1", 2),
+    "sparse_minmax": ("sparse", dict(ndim=1, capacity=3, cells=9, filters=None), 0, "a0", 1),
+    "consolidated": ("consolidated", dict(sparse=True, cells=5, n_fragments=3), "consolidated", "a0", 1),
+    "evolved_first_schema": ("schema_evolution", dict(sparse=True), 0, "a0", 0),
+    "encrypted": ("encrypted", dict(sparse=True), 0, "a0", 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGED))
+def test_a_damaged_sparse_fragment_keeps_every_cell_of_its_sound_tiles(tmp_path, name, key_file):
+    kind, opts, which, stem, tile = DAMAGED[name]
+    built = arrays.make_array(tmp_path / "src", kind, name=name, **opts)
+    src, twin, dest = built.path, tmp_path / "twin", tmp_path / "saved"
+    key = ENCRYPTION_KEY if kind == "encrypted" else None
+    shutil.copytree(src, twin)
+    names = fragment_names(src)
+    fragment = [n for n in names if n.split("_")[2] != n.split("_")[3]][0] if which == "consolidated" else names[which]
+    files = os.listdir(src / "__fragments" / fragment)
+    assert f"{stem}.tdb" in files
+    spoil_tile(src, fragment, stem, tile)
+    before = snapshot_tree(src)
+    code, out, err = salvage_cli(src, dest, key_file=key_file if key else None)
+    assert (code, err) == (1, "")
+    assert_unchanged(before, snapshot_tree(src))
+    report = yaml.safe_load((dest / "salvage.yaml").read_text())
+    by_name = {f["fragment"]: f for f in report["fragments"]}
+    hit = by_name[f"__fragments/{fragment}"]
+    assert hit["outcome"] == "rewritten"
+    assert [t["tile"] for t in hit["lost_tiles"]] == [tile]
+    assert f"{fragment}/{stem}.tdb:" in hit["lost_tiles"][0]["problem"]
+    assert {f["outcome"] for f in report["fragments"] if f is not hit} <= {"copied"}
+    assert report["written_by"] == "TileDB " + ".".join(map(str, tiledb.libtiledb.version()))
+    # the lost tile's cells, from TileDB's read of the twin: tile k holds cells k*capacity.. of the fragment
+    with tiledb.open(str(twin), ctx=_ctx(key)) as A:
+        capacity = A.schema.capacity
+    cells = fragment_cells(twin, fragment, key)
+    lost = cells[tile * capacity:(tile + 1) * capacity]
+    assert hit["cells_lost"] == len(lost) == hit["lost_tiles"][0]["cells"] > 0
+    assert hit["cells_kept"] == len(cells) - len(lost)
+    # every other fragment wrote other coordinates: what is missing is exactly the lost tile's
+    dims = [d.name for d in tiledb.ArraySchema.load(str(twin), ctx=_ctx(key)).domain]
+    want = rows(twin, None, key)
+    assert rows(dest, None, key) == without(want, at(lost, dims), dims) != want
+    # the rewrite keeps the fragment's time range and its schema
+    for new in hit["written"]:
+        assert os.path.basename(new).split("_")[2:4] == fragment.split("_")[2:4]
+        assert (dest / "__commits" / (os.path.basename(new) + ".wrt")).is_file()
+    assert f"{out.split(':')[0]}" == str(dest)
+    assert "1 rewritten, 0 lost; " in out and f"{len(lost)} lost (1 tiles)" in out
+
+
+def test_a_damaged_dense_fragment_leaves_a_hole_where_its_lost_tile_was(tmp_path):
+    # two fragments side by side (rows 1-4 and 5-6), tiles of 2x2 cells
+    built = arrays.make_array(tmp_path / "src", "dense", ndim=2, filters="ZSTD",
+                              fragments=[[(1, 4), (1, 6)], [(5, 6), (1, 6)]])
+    src, twin, dest = built.path, tmp_path / "twin", tmp_path / "saved"
+    shutil.copytree(src, twin)
+    first = fragment_names(src)[0]
+    spoil_tile(src, first, "a0", 1)
+    code, out, _ = salvage_cli(src, dest)
+    assert code == 1
+    report = yaml.safe_load((dest / "salvage.yaml").read_text())
+    hit = report["fragments"][0]
+    assert hit["outcome"] == "rewritten" and report["fragments"][1]["outcome"] == "copied"
+    [lost_tile] = hit["lost_tiles"]
+    box = lost_tile["domain"]
+    assert box == {"d0": [1, 2], "d1": [3, 4]}   # tile 1 in row-major tile order of extents 2x2
+    assert hit["cells_lost"] == 4 and hit["cells_kept"] == 20
+    box_cells = {(repr(i), repr(j)) for i in (1, 2) for j in (3, 4)}
+    assert without(rows(dest), box_cells, ("d0", "d1")) == without(rows(twin), box_cells, ("d0", "d1"))
+    # the hole shows what lies beneath: here nothing, so the fill values
+    with tiledb.open(str(dest)) as A:
+        hole = A.query(use_arrow=False)[1:3, 3:5]
+        fill = A.schema.attr("a0").fill
+    assert (hole["a0"] == fill).all()
+    with tiledb.open(str(twin)) as B:
+        assert (B.query(use_arrow=False)[1:3, 3:5]["a0"] != fill).all()
+
+
+def test_an_overwritten_fragment_metadata_loses_that_fragment_and_tiledb_opens_the_copy(tmp_path):
+    built = arrays.make_array(tmp_path / "src", "sparse", ndim=2, capacity=3, cells=8, n_fragments=3)
+    src, twin, dest = built.path, tmp_path / "twin", tmp_path / "saved"
+    shutil.copytree(src, twin)
+    victim = fragment_names(src)[1]
+    md = src / "__fragments" / victim / "__fragment_metadata.tdb"
+    md.write_bytes(b"\xff" * md.stat().st_size)
+    with pytest.raises(tiledb.TileDBError):
+        with tiledb.open(str(src)) as A:
+            A.query(use_arrow=False)[:]
+    code, out, err = salvage_cli(src, dest)
+    assert code == 1 and err == ""
+    assert "2 copied, 0 rewritten, 1 lost" in out
+    report = yaml.safe_load((dest / "salvage.yaml").read_text())
+    lost = [f for f in report["fragments"] if f["outcome"] == "lost"]
+    assert [f["fragment"] for f in lost] == [f"__fragments/{victim}"]
+    assert lost[0]["why"].startswith(f"__fragments/{victim}/__fragment_metadata.tdb:")
+    gone = at(fragment_cells(twin, victim), ("d0", "d1"))
+    assert len(gone) == 8 and rows(dest) == without(rows(twin), gone, ("d0", "d1"))
+    assert check_cli(dest).returncode == 0
+
+
+# -- what is refused --------------------------------------------------------------------------
+
+def test_usage_errors_exit_2_and_write_nothing(tmp_path):
+    built = arrays.make_array(tmp_path / "src", "sparse", ndim=1, cells=4, n_fragments=1)
+    (tmp_path / "there").mkdir()
+    assert salvage_cli(built.path, tmp_path / "there")[0] == 2
+    assert os.listdir(tmp_path / "there") == []
+    code, _, err = salvage_cli(built.path, tmp_path / "new", "--as-of", "yesterday")
+    assert code == 2 and "--as-of" in err and len(err.splitlines()) == 1
+    code, _, err = salvage_cli(built.path, "s3://bucket/x")
+    assert code == 2 and "local folder" in err
+    assert sorted(os.listdir(tmp_path)) == ["src", "there"]
+
+
+def test_a_schema_that_does_not_decode_writes_nothing(tmp_path):
+    built = arrays.make_array(tmp_path / "src", "sparse", ndim=1, cells=4, n_fragments=1)
+    [schema] = [n for n in os.listdir(built.path / "__schema") if (built.path / "__schema" / n).is_file()]
+    f = built.path / "__schema" / schema
+    data = bytearray(f.read_bytes())
+    data[40:] = b"\x00" * (len(data) - 40)
+    f.write_bytes(bytes(data))
+    code, out, err = salvage_cli(built.path, tmp_path / "saved")
+    assert code == 1 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith(f"tdbfs: error: __schema/{schema}:")
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def test_without_tiledb_py_a_rewrite_names_the_extra(tmp_path):
+    built = arrays.make_array(tmp_path / "src", "sparse", ndim=1, capacity=2, cells=4, n_fragments=1,
+                              filters="ZSTD")
+    spoil_tile(built.path, fragment_names(built.path)[0], "a0", 0)
+    code = ("import sys; sys.modules['tiledb'] = None\n"
+            "from tdbfs.cli.main import main\n"
+            f"sys.exit(main(['salvage', {str(built.path)!r}, {str(tmp_path / 'saved')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == "tdbfs: error: rewriting a damaged fragment needs tiledb-py: pip install 'tdbfs[salvage]'\n"
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def test_the_library_returns_the_report_salvage_yaml_holds(tmp_path):
+    import tdbfs
+    built = arrays.make_array(tmp_path / "src", "encrypted", sparse=True)
+    report = tdbfs.salvage(built.path, tmp_path / "saved", key=ENCRYPTION_KEY)
+    assert report.exit_code == 0 and report.totals["copied"] == len(fragment_names(built.path))
+    assert yaml.safe_load((tmp_path / "saved" / "salvage.yaml").read_text()) == yaml.safe_load(report.yaml())
+    assert rows(tmp_path / "saved", None, ENCRYPTION_KEY) == rows(built.path, None, ENCRYPTION_KEY)
+    with pytest.raises(tdbfs.SalvageError, match="exists"):
+        tdbfs.salvage(built.path, tmp_path / "saved", key=ENCRYPTION_KEY)
