@@ -36,7 +36,7 @@ _EXPORTS = {
     "ViewError": ("tdbfs.views.nodes", "ViewError"),
     "Problem": ("tdbfs.problem", "Problem"),
     "CheckResult": ("tdbfs.library.frontends", "CheckResult"),
-    "salvage": ("tdbfs.library.frontends", "salvage"),
+    "salvage": ("tdbfs.library.salvage", "salvage"),
     "SalvageError": ("tdbfs.salvaging.plan", "SalvageError"),
 }
 

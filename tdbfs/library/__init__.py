@@ -4,7 +4,8 @@ Modules: opening.py (tdbfs.open, storage options, keys); base.py (what an array,
 workspace share: the tree, check, close); array.py (Array, Fragments, AsOf); fragment.py (Fragment,
 Field, TileInfo, VarTile); cells.py (a fragment's cells as numpy columns); group.py (Group, Member,
 Workspace); tree.py (any file of the mount's tree, without FUSE); filesystem.py (the `tdbfs` fsspec
-protocol); frontends.py (the one door to `check`).
+protocol); frontends.py (the one door to `check`);
+salvage.py (`tdbfs.salvage`).
 
 Built on tdbfs/store and tdbfs/views only; `import tdbfs` imports none of it until it is used.
 """

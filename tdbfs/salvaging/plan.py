@@ -15,13 +15,14 @@ import time
 from dataclasses import dataclass
 
 from ..check.work import check_fragment
+from ..errors import TdbfsError
 from ..format.names import try_parse_name
 from ..problem import Problem, unique
 from ..store.array_store import COMMITS_DIR, LEGACY_SCHEMA
 from ..store.as_of import reader_fragments, schema_as_of
 
 
-class SalvageError(Exception):
+class SalvageError(TdbfsError):
     """Salvage cannot start (nothing written): one line saying why."""
 
 

@@ -19,6 +19,7 @@ from tdbfs.cli.parser_info import commands
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 COMMANDS = {"mount", "umount", "unmount", "ls", "cat", "tree", "check", "completion"}
+COMMANDS |= {"salvage"}
 
 
 def _tdbfs(*args):
@@ -105,6 +106,17 @@ def test_bash_completes_folders_for_arrays_and_files_for_files(bash_file, tmp_pa
         ["arr_file.txt", "arr_folder"]
     # a third positional of mount completes to nothing
     assert complete_bash(bash_file, "mount", "arr_folder", "arr_folder", "arr", cwd=tmp_path) == []
+
+
+def test_bash_completes_salvage_options_and_folders(bash_file, tmp_path):
+    (tmp_path / "arr_folder").mkdir()
+    (tmp_path / "arr_file.txt").write_text("x")
+    assert complete_bash(bash_file, "sa") == ["salvage"]
+    assert complete_bash(bash_file, "salvage", "--a") == ["--as-of"]
+    # SRC and DEST: folders; after them, nothing
+    assert complete_bash(bash_file, "salvage", "arr", cwd=tmp_path) == ["arr_folder"]
+    assert complete_bash(bash_file, "salvage", "--as-of", "5", "arr_folder", "arr", cwd=tmp_path) == ["arr_folder"]
+    assert complete_bash(bash_file, "salvage", "arr_folder", "arr_folder", "arr", cwd=tmp_path) == []
 
 
 def test_bash_completes_paths_of_the_tree(bash_file, array_factory, tmp_path):
