@@ -207,7 +207,7 @@ DAMAGED = {
     # name: (kind, options, which fragment (index by time, or "consolidated"), attribute, tile)
     "sparse_zstd": ("sparse", dict(ndim=2, capacity=3, cells=10, filters="ZSTD"), 0, "a0", 1),
     "sparse_checksum": ("sparse", dict(ndim=2, capacity=3, cells=9, filters="ZSTD+CHECKSUM_SHA256"), 1, "a1", 2),
-    "sparse_minmax": ("sparse", dict(ndim=1, capacity=3, cells=9, filters=None), 0, "a0", 1),
+    "sparse_minmax": ("sparse", dict(ndim=1, capacity=3, cells=9, attrs="int", filters=[]), 0, "a0", 1),
     "consolidated": ("consolidated", dict(sparse=True, cells=5, n_fragments=3), "consolidated", "a0", 1),
     "evolved_first_schema": ("schema_evolution", dict(sparse=True), 0, "a0", 0),
     "encrypted": ("encrypted", dict(sparse=True), 0, "a0", 0),
