@@ -357,3 +357,85 @@ def test_the_library_returns_the_report_salvage_yaml_holds(tmp_path):
     assert rows(tmp_path / "saved", None, ENCRYPTION_KEY) == rows(built.path, None, ENCRYPTION_KEY)
     with pytest.raises(tdbfs.SalvageError, match="exists"):
         tdbfs.salvage(built.path, tmp_path / "saved", key=ENCRYPTION_KEY)
+
+
+# -- the formats TileDB 2.30 still opens (tests/data/backcompat_arrays) ---------------------------------
+
+OLD = ["v01", "v02", "v05", "v07", "v09", "v10", "v13", "v20", "v22"]
+
+
+def _old_array(tmp_path, folder):
+    import corpus
+    return corpus.copy_array(dict(corpus.arrays())[folder], tmp_path / folder)
+
+
+@pytest.mark.parametrize("folder", OLD)
+def test_arrays_of_older_formats_are_copied_in_their_own_layout(tmp_path, folder):
+    src = _old_array(tmp_path, folder)
+    dest = tmp_path / "saved"
+    code, out, _ = salvage_cli(src, dest)
+    assert code == 0
+    report = yaml.safe_load((dest / "salvage.yaml").read_text())
+    for f in report["fragments"]:
+        assert f["outcome"] == "copied" and (dest / f["fragment"]).is_dir()
+        name = os.path.basename(f["fragment"])
+        version = int(name.split("_")[-1]) if len(name.split("_")) == 6 else 0
+        marker = (dest / "__commits" / f"{name}.wrt") if f["fragment"].startswith("__fragments/") else \
+            (dest / f"{name}.ok") if version >= 5 else None
+        assert marker is None or marker.is_file()
+    assert rows(dest) == rows(src) and sum(rows(src).values()) > 0
+
+
+@pytest.mark.parametrize("folder, layout", [("v05", "__fragments"), ("v07", "root"), ("v09", "root")])
+def test_a_rewritten_fragment_of_an_older_format_reads_the_same(tmp_path, folder, layout):
+    """An extra file makes the fragment damaged (a warning is a problem): every tile survives, and the
+    rewrite comes out in the format of the schema (TileDB writes formats 7 on in the schema's own;
+    format 5 and 6 schemas get format 22 fragments in __fragments/). v07's fragment is a sparse one in a
+    dense array: it is written as runs of cells, dense writes."""
+    src = _old_array(tmp_path, folder)
+    twin = _old_array(tmp_path / "twin", folder)
+    [fragment] = [n for n in os.listdir(src) if n.startswith("__") and (src / n).is_dir()
+                  and n not in ("__meta", "__schema", "__commits", "__fragments")]
+    (src / fragment / "junk.bin").write_bytes(b"x")
+    code, out, _ = salvage_cli(src, tmp_path / "saved")
+    report = yaml.safe_load((tmp_path / "saved" / "salvage.yaml").read_text())
+    [f] = report["fragments"]
+    assert f["outcome"] == "rewritten" and f["cells_lost"] == 0 and f["lost_tiles"] == []
+    assert code == 0 and "1 rewritten, 0 lost" in out
+    version = fragment.split("_")[-1]
+    for new in f["written"]:
+        if layout == "root":
+            assert "/" not in new and new.endswith(f"_{version}") and (tmp_path / "saved" / f"{new}.ok").is_file()
+        else:
+            assert new.startswith("__fragments/") and new.endswith("_22")
+        assert new.split("_")[-4:-2] == fragment.split("_")[2:4]   # the same time range
+    assert rows(tmp_path / "saved") == rows(twin)
+
+
+def test_a_damaged_consolidated_fragment_keeps_the_newest_version_of_each_cell(tmp_path):
+    """Consolidation with timestamps keeps every version of a rewritten cell (t.tdb); a reader takes the
+    newest. The rewrite cannot keep per-cell times, so it writes what a reader takes, once."""
+    src, twin, dest = tmp_path / "src", tmp_path / "twin", tmp_path / "saved"
+    import numpy as np
+    dom = tiledb.Domain(tiledb.Dim("d", domain=(0, 99), tile=100, dtype=np.int64))
+    attr = tiledb.Attr("a", dtype=np.int64, filters=tiledb.FilterList([tiledb.ZstdFilter()]))
+    tiledb.Array.create(str(src), tiledb.ArraySchema(domain=dom, sparse=True, capacity=4, attrs=[attr]))
+    for t, coords, value in ((100, range(0, 8), 1), (200, range(0, 4), 2), (300, range(8, 12), 3)):
+        with tiledb.open(str(src), "w", timestamp=t) as A:
+            A[np.array(coords, np.int64)] = {"a": np.full(len(coords), value, np.int64)}
+    tiledb.consolidate(str(src), config=tiledb.Config({"sm.consolidation.mode": "fragments"}))
+    shutil.copytree(src, twin)
+    [consolidated] = [n for n in fragment_names(src) if n.split("_")[2] != n.split("_")[3]]
+    assert "t.tdb" in os.listdir(src / "__fragments" / consolidated)
+    spoil_tile(src, consolidated, "a0", 3)   # cells 8..11: tiles hold 0 0 1 1 | 2 2 3 3 | 4..7 | 8..11
+    code, out, _ = salvage_cli(src, dest)
+    assert code == 1
+    report = yaml.safe_load((dest / "salvage.yaml").read_text())
+    [f] = report["fragments"]
+    assert f["outcome"] == "rewritten" and f["cells_lost"] == 4 and f["cells_not_read_at_T"] == 4
+    assert f["cells_kept"] == 8 and f["lost_detail"][0].startswith("per-cell timestamps (t.tdb)")
+    want = without(rows(twin), {(repr(d),) for d in range(8, 12)}, ("d",))
+    assert rows(dest) == want and sum(want.values()) == 8
+    assert {dict(r)["a"] for r in want if dict(r)["d"] in ("0", "1", "2", "3")} == {"2"}
+    [new] = f["written"]
+    assert os.path.basename(new).split("_")[2:4] == consolidated.split("_")[2:4]

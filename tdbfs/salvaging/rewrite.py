@@ -68,7 +68,7 @@ class Rewritten:
 
 
 def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_duplicates: bool,
-                     problems=()) -> Rewritten:
+                     problems=(), dense_array: bool = False) -> Rewritten:
     """Write the surviving cells of `frag` into the array being built at `dest_root` (which holds the
     fragment's own schema as its newest), as read at `t`. A tile is lost when a field of it does not
     decode, or when one of `problems` (the check's, store/tile_bounds.py: values outside the min/max the
@@ -99,7 +99,10 @@ def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_dup
             before = len(cols[0])
             cols, detail = _as_read(cols, dims, t, allows_duplicates, (n1, n2))
             not_read = before - len(cols[0])
-            if len(cols[0]):
+            if len(cols[0]) and dense_array:   # a sparse fragment of a dense array (format 7 and before)
+                for run in _runs(cols):
+                    written += _write_dense(frag, run, dims, dest_root, n2, key)
+            elif len(cols[0]):
                 written += _write(dest_root, n2, key, [c for c in cols if c.kind != SPECIAL], None)
     written = [rename_fragment(dest_root, rel, n1) for rel in written]
     cells_kept = sum(len(c[0]) for c in kept) - not_read
@@ -209,6 +212,24 @@ def _newest_per_coordinate(dims: list[Column], stamps, rows):
             same &= k[1:] == k[:-1]
         last[:-1] = ~same
     return np.sort(rows[order[last]])
+
+
+def _runs(cols: list[Column]) -> list[list[Column]]:
+    """The cells as runs of consecutive cells along the last dimension (the others equal), in row-major
+    order: TileDB takes only rectangles of cells into a dense array (query.cc: "Unordered writes are
+    only possible for sparse arrays"), and a sparse fragment of a dense array holds any cells."""
+    coords = [np.asarray(c.values).astype(np.int64) for c in cols if c.kind == DIMENSION]
+    order = np.lexsort(coords[::-1])
+    sorted_coords = [c[order] for c in coords]
+    start = np.ones(len(order), bool)
+    if len(order) > 1:
+        same = np.ones(len(order) - 1, bool)
+        for c in sorted_coords[:-1]:
+            same &= c[1:] == c[:-1]
+        same &= sorted_coords[-1][1:] == sorted_coords[-1][:-1] + 1
+        start[1:] = ~same
+    bounds = list(np.flatnonzero(start)) + [len(order)]
+    return [[c.take(order[a:b]) for c in cols] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _write_dense(frag, cols: list[Column], dims: list[str], dest_root: str, t: int, key) -> list[str]:

@@ -56,13 +56,14 @@ def _build(store, plan, work: str, report: Report, say) -> None:
     outcomes: dict[str, FragmentOutcome] = {}
     for rel in plan.enumerations:
         copy_file(store, rel, work)
-    allows_duplicates = bool(getattr(store.schema(plan.schema), "allows_duplicates", False))
+    schema = store.schema(plan.schema)
+    allows_duplicates, dense = bool(schema.allows_dups), bool(schema.dense)
     pending = [f for f in plan.fragments if f.state == DAMAGED]
     for rel in plan.schemas:
         copy_file(store, rel, work)
         for f in [f for f in pending if f.schema == rel]:
             say(f"rewriting {f.rel}")
-            outcomes[f.rel] = _rewrite(store, f, work, plan.t, allows_duplicates)
+            outcomes[f.rel] = _rewrite(store, f, work, plan.t, allows_duplicates, dense)
         pending = [f for f in pending if f.schema != rel]
     for f in pending:   # its schema is not among those kept: its metadata does not decode
         outcomes[f.rel] = _lost(f, _first(f.problems))
@@ -84,14 +85,14 @@ def _build(store, plan, work: str, report: Report, say) -> None:
     report.fragments = [outcomes[f.rel] for f in plan.fragments]
 
 
-def _rewrite(store, f, work: str, t: int, allows_duplicates: bool) -> FragmentOutcome:
+def _rewrite(store, f, work: str, t: int, allows_duplicates: bool, dense: bool) -> FragmentOutcome:
     from .rewrite import rewrite_fragment
 
     frag = store.fragment(f.rel)
     problems = tuple(p.printable().line() for p in f.problems)
     try:
         r = rewrite_fragment(frag, work, t, store.key.reveal() if store.key is not None else None,
-                             allows_duplicates, f.problems)
+                             allows_duplicates, f.problems, dense)
     except SalvageError:
         raise
     except Exception as exc:  # noqa: BLE001 -- its metadata does not decode, or TileDB refused the write
@@ -115,7 +116,14 @@ def _lost(f, why: str) -> FragmentOutcome:
 
 
 def _cells(frag) -> int:
+    """The cells a reader takes from the fragment: a dense one's non-empty domain (its tiles also hold
+    padding), a sparse one's cell count."""
     try:
+        if frag.dense:
+            count = 1
+            for lo, hi in frag.non_empty_domain():
+                count *= int(hi) - int(lo) + 1
+            return count
         return int(frag.cell_count())
     except Exception:  # noqa: BLE001 -- sound: it decodes
         return 0
