@@ -439,3 +439,22 @@ def test_a_damaged_consolidated_fragment_keeps_the_newest_version_of_each_cell(t
     assert {dict(r)["a"] for r in want if dict(r)["d"] in ("0", "1", "2", "3")} == {"2"}
     [new] = f["written"]
     assert os.path.basename(new).split("_")[2:4] == consolidated.split("_")[2:4]
+
+
+def test_dimension_labels_are_salvaged_as_arrays_of_their_own(tmp_path):
+    built = arrays.make_array(tmp_path / "src", "dim_labels")
+    src, dest = built.path, tmp_path / "saved"
+    [label] = os.listdir(src / "__labels")
+    code, out, _ = salvage_cli(src, dest)
+    assert code == 0 and "2 fragments: 2 copied" in out   # the array's and the label's
+    report = yaml.safe_load((dest / "salvage.yaml").read_text())
+    assert report["labels"][label]["fragments"][0]["outcome"] == "copied"
+    assert rows(dest / "__labels" / label) == rows(src / "__labels" / label)
+    # TileDB reads the array through its label "xl" (a query by label values)
+    with tiledb.open(str(src)) as A, tiledb.open(str(dest)) as B:
+        assert A.schema.has_dim_label("xl") and B.schema.has_dim_label("xl")
+        want, got = A.label_index(["xl"])[-1.0:1.0], B.label_index(["xl"])[-1.0:1.0]
+    assert sorted(want) == sorted(got) and len(want["xl"]) > 0
+    for k in want:
+        assert (want[k] == got[k]).all()
+    assert check_cli(dest).returncode == 0

@@ -68,12 +68,21 @@ class Report:
     lost_files: list[str] = field(default_factory=list)     # problem lines of array files left out
     fragments: list[FragmentOutcome] = field(default_factory=list)
     tiledb_version: str | None = None                        # of the library that wrote the rewrites
+    labels: dict = field(default_factory=dict)                # dimension label name -> its own Report
 
     def count(self, outcome: str) -> int:
         return sum(1 for f in self.fragments if f.outcome == outcome)
 
     @property
     def totals(self) -> dict:
+        """The array's own, then each dimension label's added."""
+        own = self._own_totals()
+        for sub in self.labels.values():
+            for k, v in sub.totals.items():
+                own[k] += v
+        return own
+
+    def _own_totals(self) -> dict:
         return {"fragments": len(self.fragments), "copied": self.count(COPIED),
                 "rewritten": self.count(REWRITTEN), "lost": self.count(LOST),
                 "cells_kept": sum(f.cells if f.outcome == COPIED else f.cells_kept for f in self.fragments),
@@ -83,7 +92,8 @@ class Report:
 
     @property
     def lost_something(self) -> bool:
-        return bool(self.lost_files) or any(f.lost_something for f in self.fragments)
+        return (bool(self.lost_files) or any(f.lost_something for f in self.fragments)
+                or any(sub.lost_something for sub in self.labels.values()))
 
     @property
     def exit_code(self) -> int:
@@ -96,7 +106,8 @@ class Report:
                 "schema": self.schema, "schemas": list(self.schemas), "enumerations": self.enumerations,
                 "metadata": list(self.metadata), "delete_conditions": list(self.delete_conditions),
                 "files_lost": list(self.lost_files),
-                "fragments": [f.to_dict() for f in self.fragments]}
+                "fragments": [f.to_dict() for f in self.fragments],
+                **({"labels": {name: sub.to_dict() for name, sub in self.labels.items()}} if self.labels else {})}
 
     def yaml(self) -> str:
         import yaml
@@ -110,7 +121,7 @@ class Report:
                 f"({t['tiles_lost']} tiles)")
         if t["files_lost"]:
             line += f"; {t['files_lost']} array files left out"
-        detail = sum(1 for f in self.fragments if f.lost_detail)
+        detail = sum(1 for r in [self, *self.labels.values()] for f in r.fragments if f.lost_detail)
         if detail:
             line += f"; {detail} fragments lost detail"
         return line + f" (see {REPORT_FILE})"

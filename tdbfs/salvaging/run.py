@@ -14,6 +14,7 @@ import shutil
 import tempfile
 
 from .copy import copy_file, copy_fragment, write_file
+from ..store.array_store import LABELS_DIR
 from .plan import DAMAGED, MISSING, SalvageError, make_plan
 from .report import COPIED, LOST, REPORT_FILE, REWRITTEN, FragmentOutcome, Report
 
@@ -31,17 +32,23 @@ def salvage_store(store, dest: str, t: int | None = None, progress=None) -> Repo
         raise SalvageError(f"{parent} is not a folder")
     say("checking")
     plan = make_plan(store, t)
-    damaged = [f for f in plan.fragments if f.state == DAMAGED]
-    report = Report(getattr(store, "path", ""), dest, plan.t, plan.schema, list(plan.schemas),
-                    len(plan.enumerations), list(plan.metadata), [c.rel for c in plan.conditions],
-                    [p.printable().line() for p in plan.lost_files])
-    if damaged:
+    labels = _label_plans(store, plan.t)
+    report = _report(store, dest, plan)
+    if any(f.state == DAMAGED for p in [plan] + [lp for _, _, lp in labels if lp is not None] for f in p.fragments):
         from .rewrite import tiledb_module, tiledb_version
         tiledb_module()
         report.tiledb_version = tiledb_version()
     work = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.salvage-", dir=parent)
     try:
         _build(store, plan, work, report, say)
+        for name, label_store, label_plan in labels:
+            where = f"{LABELS_DIR}/{name}"
+            if label_plan is None:   # its schema does not decode: why is in the report
+                report.lost_files.append(label_store)
+                continue
+            sub = _report(label_store, os.path.join(dest, where), label_plan)
+            _build(label_store, label_plan, os.path.join(work, where), sub, say)
+            report.labels[name] = sub
         write_file(work, REPORT_FILE, report.yaml().encode("utf-8"))
         if os.path.lexists(dest):
             raise SalvageError(f"{dest} appeared while the copy was built: it is left as it is")
@@ -50,6 +57,26 @@ def salvage_store(store, dest: str, t: int | None = None, progress=None) -> Repo
         shutil.rmtree(work, ignore_errors=True)
         raise
     return report
+
+
+def _report(store, dest: str, plan) -> Report:
+    return Report(getattr(store, "path", ""), dest, plan.t, plan.schema, list(plan.schemas),
+                  len(plan.enumerations), list(plan.metadata), [c.rel for c in plan.conditions],
+                  [p.printable().line() for p in plan.lost_files])
+
+
+def _label_plans(store, t: int) -> list:
+    """(name, store, plan) of each dimension label: an array of its own under __labels/ (format_spec/
+    array_file_hierarchy.md), salvaged as one into the same place of the copy. A label whose schema does
+    not decode: (name, the problem line, None)."""
+    out = []
+    for name in store.label_names() if store.has_labels() else ():
+        try:
+            label = store.label_store(name)
+            out.append((name, label, make_plan(label, t)))
+        except Exception as exc:  # noqa: BLE001 -- NotAnArrayError, SalvageError: the label is lost
+            out.append((name, f"{LABELS_DIR}/{name}: the dimension label is lost: {exc}", None))
+    return out
 
 
 def _build(store, plan, work: str, report: Report, say) -> None:
