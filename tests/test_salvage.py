@@ -458,3 +458,21 @@ def test_dimension_labels_are_salvaged_as_arrays_of_their_own(tmp_path):
     for k in want:
         assert (want[k] == got[k]).all()
     assert check_cli(dest).returncode == 0
+
+
+def test_a_big_fragment_is_rewritten_in_batches_of_bounded_size(tmp_path, monkeypatch):
+    from tdbfs.salvaging import rewrite
+    monkeypatch.setattr(rewrite, "BATCH_BYTES", 1)   # a batch per tile
+    built = arrays.make_array(tmp_path / "src", "sparse", ndim=2, capacity=3, cells=10, filters="ZSTD",
+                              n_fragments=1)
+    twin = shutil.copytree(built.path, tmp_path / "twin")
+    [fragment] = fragment_names(built.path)
+    spoil_tile(built.path, fragment, "a0", 1)
+    code, out, _ = salvage_cli(built.path, tmp_path / "saved")
+    report = yaml.safe_load((tmp_path / "saved" / "salvage.yaml").read_text())
+    [f] = report["fragments"]
+    assert code == 1 and f["cells_kept"] == 7 and f["cells_lost"] == 3
+    assert len(f["written"]) == 3   # tiles 0, 2, 3: each its own write of the same time range
+    assert {os.path.basename(n).split("_")[2] for n in f["written"]} == {fragment.split("_")[2]}
+    lost = fragment_cells(twin, fragment)[3:6]
+    assert rows(tmp_path / "saved") == without(rows(twin), at(lost, ("d0", "d1")), ("d0", "d1"))

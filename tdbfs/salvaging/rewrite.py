@@ -11,8 +11,9 @@ and its marker are renamed to `__t1_t2_...` (copy.rename_fragment) and it is ord
 the source fragment was (store/as_of.py). Per-cell timestamps of a consolidated fragment (`t.tdb`)
 cannot be written by a query: the cells a reader at T takes are written, and the detail is reported lost.
 
-- sparse: one unordered write of every surviving cell (with `sm.check_coord_dups` off: a fragment of
-  an array with duplicates holds them);
+- sparse: unordered writes of the surviving cells, a batch of up to BATCH_BYTES each (with
+  `sm.check_coord_dups` off: a fragment of an array with duplicates holds them); a consolidated
+  fragment's in one, since a reader's choice among versions of a cell spans its tiles;
 - dense: a dense write takes a rectangle in row-major order; all the tiles when every tile survives
   (the fragment's non-empty domain), else one rectangle per surviving tile (its part of the non-empty
   domain). Lost tiles then show what lies beneath: older fragments, or the fill value.
@@ -27,11 +28,14 @@ from urllib.parse import unquote, urlparse
 from ..lazy import np
 from ..store.dense_grid import cells_in_domain, dense_grid
 from ..store.problems import problem_of
-from ..store.tile_columns import DIMENSION, SPECIAL, Column, concat, tile_columns
+from ..store.tile_columns import DIMENSION, SPECIAL, Column, column_fields, concat, tile_columns
 from .copy import rename_fragment
 from .plan import SalvageError
 
 EXTRA = "salvage"
+#: the surviving cells of a sparse fragment handed to TileDB in one write, at most (a batch ends with the
+#: tile that reaches it): the memory a rewrite holds
+BATCH_BYTES = 256 << 20
 
 
 def tiledb_module():
@@ -77,18 +81,28 @@ def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_dup
     ntiles = frag.tile_count()
     dims = [name for name, _ in frag.dimensions()]
     named = _tiles_named(frag, problems)
-    kept, lost = [], []
+    n1, n2 = _times(frag)
+    # cells without per-cell times go to TileDB a batch at a time, each batch a fragment of the same
+    # time range: the memory held stays bounded whatever the fragment's size
+    streaming = not frag.dense and not dense_array and not column_fields(frag)[2]
+    kept, lost, written = [], [], []
+    held = cells = 0
     for k in range(ntiles):
         try:
             if k in named:
                 raise named[k]
-            kept.append(tile_columns(frag, k))
+            columns = tile_columns(frag, k)
         except Exception as exc:  # noqa: BLE001 -- each failure loses the tile, named in the report
             lost.append(_lost_tile(frag, k, exc))
-    n1, n2 = _times(frag)
+            continue
+        kept.append(columns)
+        cells += len(columns[0])
+        held += sum(c.values.nbytes + (0 if c.offsets is None else c.offsets.nbytes) for c in columns)
+        if streaming and held >= BATCH_BYTES:
+            written += _write(dest_root, n2, key, concat_all(kept), None)
+            kept, held = [], 0
     detail: list[str] = []
     not_read = 0
-    written: list[str] = []
     if kept:
         if frag.dense:
             groups = [concat_all(kept)] if not lost else kept
@@ -105,9 +119,8 @@ def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_dup
             elif len(cols[0]):
                 written += _write(dest_root, n2, key, [c for c in cols if c.kind != SPECIAL], None)
     written = [rename_fragment(dest_root, rel, n1) for rel in written]
-    cells_kept = sum(len(c[0]) for c in kept) - not_read
-    return Rewritten(tuple(written), cells_kept, sum(x.cells or 0 for x in lost), tuple(lost), tuple(detail),
-                     not_read)
+    return Rewritten(tuple(written), cells - not_read, sum(x.cells or 0 for x in lost), tuple(lost),
+                     tuple(detail), not_read)
 
 
 class _Named(Exception):
