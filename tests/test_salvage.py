@@ -476,3 +476,32 @@ def test_a_big_fragment_is_rewritten_in_batches_of_bounded_size(tmp_path, monkey
     assert {os.path.basename(n).split("_")[2] for n in f["written"]} == {fragment.split("_")[2]}
     lost = fragment_cells(twin, fragment)[3:6]
     assert rows(tmp_path / "saved") == without(rows(twin), at(lost, ("d0", "d1")), ("d0", "d1"))
+
+
+def test_a_big_dense_fragment_is_rewritten_tile_by_tile(tmp_path, monkeypatch):
+    from tdbfs.salvaging import rewrite
+    monkeypatch.setattr(rewrite, "BATCH_BYTES", 1)
+    built = arrays.make_array(tmp_path / "src", "dense", ndim=2, filters="ZSTD", fragments=[[(1, 6), (1, 6)]])
+    twin = shutil.copytree(built.path, tmp_path / "twin")
+    [fragment] = fragment_names(built.path)
+    (built.path / "__fragments" / fragment / "junk.bin").write_bytes(b"x")   # damaged, every tile sound
+    code, out, _ = salvage_cli(built.path, tmp_path / "saved")
+    [f] = yaml.safe_load((tmp_path / "saved" / "salvage.yaml").read_text())["fragments"]
+    assert code == 0 and f["outcome"] == "rewritten" and f["cells_kept"] == 36 and len(f["written"]) == 9
+    assert rows(tmp_path / "saved") == rows(twin)
+
+
+def test_a_committed_fragment_whose_folder_is_gone_is_lost(tmp_path):
+    built = arrays.make_array(tmp_path / "src", "sparse", ndim=1, cells=4, n_fragments=2)
+    twin = shutil.copytree(built.path, tmp_path / "twin")
+    gone = fragment_names(built.path)[0]
+    shutil.rmtree(built.path / "__fragments" / gone)
+    with pytest.raises(tiledb.TileDBError):
+        tiledb.open(str(built.path))
+    code, out, _ = salvage_cli(built.path, tmp_path / "saved")
+    assert code == 1 and "1 copied, 0 rewritten, 1 lost" in out
+    fragments = yaml.safe_load((tmp_path / "saved" / "salvage.yaml").read_text())["fragments"]
+    assert [f["outcome"] for f in fragments] == ["lost", "copied"]
+    assert fragments[0]["why"] == f"__fragments/{gone}:-: fragment: committed, but its folder is not there"
+    lost = at(fragment_cells(twin, gone), ("d0",))
+    assert rows(tmp_path / "saved") == without(rows(twin), lost, ("d0",)) != rows(twin)

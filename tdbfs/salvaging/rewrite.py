@@ -15,8 +15,8 @@ cannot be written by a query: the cells a reader at T takes are written, and the
   `sm.check_coord_dups` off: a fragment of an array with duplicates holds them); a consolidated
   fragment's in one, since a reader's choice among versions of a cell spans its tiles;
 - dense: a dense write takes a rectangle in row-major order; all the tiles when every tile survives
-  (the fragment's non-empty domain), else one rectangle per surviving tile (its part of the non-empty
-  domain). Lost tiles then show what lies beneath: older fragments, or the fill value.
+  and they hold less than BATCH_BYTES (the fragment's non-empty domain), else one rectangle per
+  surviving tile (its part of the non-empty domain). Lost tiles then show what lies beneath: older fragments, or the fill value.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_dup
     streaming = not frag.dense and not dense_array and not column_fields(frag)[2]
     kept, lost, written = [], [], []
     held = cells = 0
+    tile_by_tile = False   # a dense fragment too big for one write: each surviving tile a write of its own
     for k in range(ntiles):
         try:
             if k in named:
@@ -101,11 +102,16 @@ def rewrite_fragment(frag, dest_root: str, t: int, key: bytes | None, allows_dup
         if streaming and held >= BATCH_BYTES:
             written += _write(dest_root, n2, key, concat_all(kept), None)
             kept, held = [], 0
+        elif frag.dense and held >= BATCH_BYTES:
+            tile_by_tile = True
+            for tile in kept:
+                written += _write_dense(frag, tile, dims, dest_root, n2, key)
+            kept, held = [], 0
     detail: list[str] = []
     not_read = 0
     if kept:
         if frag.dense:
-            groups = [concat_all(kept)] if not lost else kept
+            groups = [concat_all(kept)] if not lost and not tile_by_tile else kept
             for cols in groups:
                 written += _write_dense(frag, cols, dims, dest_root, n2, key)
         else:
