@@ -318,6 +318,10 @@ def test_usage_errors_exit_2_and_write_nothing(tmp_path):
     assert code == 2 and "--as-of" in err and len(err.splitlines()) == 1
     code, _, err = salvage_cli(built.path, "s3://bucket/x")
     assert code == 2 and "local folder" in err
+    before = snapshot_tree(built.path)
+    code, _, err = salvage_cli(built.path, built.path / "__meta" / "saved")
+    assert code == 2 and "inside SRC" in err
+    assert_unchanged(before, snapshot_tree(built.path))
     assert sorted(os.listdir(tmp_path)) == ["src", "there"]
 
 
@@ -357,6 +361,9 @@ def test_the_library_returns_the_report_salvage_yaml_holds(tmp_path):
     assert rows(tmp_path / "saved", None, ENCRYPTION_KEY) == rows(built.path, None, ENCRYPTION_KEY)
     with pytest.raises(tdbfs.SalvageError, match="exists"):
         tdbfs.salvage(built.path, tmp_path / "saved", key=ENCRYPTION_KEY)
+    with pytest.raises(tdbfs.SalvageError, match="inside the source"):
+        tdbfs.salvage(built.path, built.path / "saved", key=ENCRYPTION_KEY)
+    assert not (built.path / "saved").exists()
 
 
 # -- the formats TileDB 2.30 still opens (tests/data/backcompat_arrays) ---------------------------------

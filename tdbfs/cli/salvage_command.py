@@ -19,6 +19,10 @@ def cmd_salvage(args) -> int:
     import os
     if os.path.lexists(args.dest):
         raise CliError(f"{args.dest} exists: DEST must be a new folder", code=2)
+    if "://" not in args.src:
+        src, parent = os.path.realpath(args.src), os.path.realpath(os.path.dirname(os.path.abspath(args.dest)))
+        if parent == src or parent.startswith(src + os.sep):
+            raise CliError(f"{args.dest} is inside SRC, which salvage never writes", code=2)
     t = parse_time(args.as_of)
     location = Location.parse(args.src)
     key = load_key(args.key_file)

@@ -30,6 +30,11 @@ def salvage_store(store, dest: str, t: int | None = None, progress=None) -> Repo
         raise SalvageError(f"{dest} exists: salvage writes a new array")
     if not os.path.isdir(parent):
         raise SalvageError(f"{parent} is not a folder")
+    source = str(getattr(store, "path", ""))
+    if source and "://" not in source:
+        inside = os.path.realpath(source)
+        if os.path.realpath(parent) == inside or os.path.realpath(parent).startswith(inside + os.sep):
+            raise SalvageError(f"{dest} is inside the source {source}, which salvage never writes")
     say("checking")
     plan = make_plan(store, t)
     labels = _label_plans(store, plan.t)
