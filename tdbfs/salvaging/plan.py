@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..check.work import check_fragment
 from ..errors import TdbfsError
 from ..format.names import try_parse_name
-from ..problem import Problem, unique
+from ..problem import ERROR, Problem, unique
 from ..store.array_store import COMMITS_DIR, LEGACY_SCHEMA
 from ..store.as_of import reader_fragments, schema_as_of
 
@@ -82,6 +82,7 @@ def make_plan(store, t: int | None = None) -> Plan:
                          if _decodes(store, rel, "enumeration", store.enumeration, lost))
     metadata = _metadata(store, t, lost)
     conditions = _conditions(store, t, lost)
+    lost += _not_regular(store)
     read = reader_fragments(store, t)
     fragments = [_fragment_plan(store, rel) for rel in read.fragments]
     fragments += [FragmentPlan(rel, MISSING, (Problem(rel, "fragment", None,
@@ -178,6 +179,14 @@ def _conditions(store, t: int, lost: list) -> list[FileCopy]:
                 lost.append(Problem(rel, "embedded delete condition", entry.offset,
                                     f"the delete condition {name} does not decode"))
     return [out[k] for k in sorted(out)]
+
+
+def _not_regular(store) -> list[Problem]:
+    """Entries of the schema, metadata and commit folders that are not regular files (a FIFO, a device, a
+    symlink: never opened, store/findings.py): what was a file there is lost."""
+    folders = ("__schema/", "__meta/", COMMITS_DIR + "/")
+    return [p for p in store.listing_findings() if p.severity == ERROR and p.file.startswith(folders)
+            and p.structure == "file"]
 
 
 def _fragment_plan(store, rel: str) -> FragmentPlan:
