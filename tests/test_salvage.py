@@ -361,6 +361,9 @@ def test_the_library_returns_the_report_salvage_yaml_holds(tmp_path):
     assert rows(tmp_path / "saved", None, ENCRYPTION_KEY) == rows(built.path, None, ENCRYPTION_KEY)
     with pytest.raises(tdbfs.SalvageError, match="exists"):
         tdbfs.salvage(built.path, tmp_path / "saved", key=ENCRYPTION_KEY)
+    with pytest.raises(tdbfs.SalvageError, match="the array is encrypted with AES-256-GCM"):   # no key: no schema
+        tdbfs.salvage(built.path, tmp_path / "keyless")
+    assert not (tmp_path / "keyless").exists()
     with pytest.raises(tdbfs.SalvageError, match="inside the source"):
         tdbfs.salvage(built.path, built.path / "saved", key=ENCRYPTION_KEY)
     assert not (built.path / "saved").exists()
