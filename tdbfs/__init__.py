@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 __all__ = ["open", "Array", "Group", "Workspace", "Member", "Fragment", "Fragments", "Field", "TileInfo",
            "VarTile", "AsOf", "TdbfsError", "FormatError", "NotFoundError", "NotAnArrayError", "ViewError",
-           "Problem", "CheckResult"]
+           "Problem", "CheckResult", "salvage", "SalvageError"]
 
 #: name -> (module, attribute): where each public name lives
 _EXPORTS = {
@@ -36,6 +36,8 @@ _EXPORTS = {
     "ViewError": ("tdbfs.views.nodes", "ViewError"),
     "Problem": ("tdbfs.problem", "Problem"),
     "CheckResult": ("tdbfs.library.frontends", "CheckResult"),
+    "salvage": ("tdbfs.library.salvage", "salvage"),
+    "SalvageError": ("tdbfs.salvaging.plan", "SalvageError"),
 }
 
 

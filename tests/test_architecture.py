@@ -34,7 +34,7 @@ LAYERS = {
     "reader": 3,
     "views": 4,
     "frontend": 5,
-    "mount": 6, "check": 6, "library": 6,
+    "mount": 6, "check": 6, "library": 6, "salvaging": 6,
     "cli": 7, "__main__": 7, "__init__": 7,
 }
 

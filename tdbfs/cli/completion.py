@@ -1,7 +1,7 @@
 """`tdbfs completion bash|zsh`: a shell completion script made from the command line parser, so a
 new command or option completes without anyone editing a script.
 
-What a value completes to follows from its metavar: ARRAY, MNT and DIR a folder, FILE and ADDRESS (a
+What a value completes to follows from its metavar: ARRAY, MNT, DIR, SRC and DEST a folder, FILE and ADDRESS (a
 scheduler file) a file, PATH a path in the tree of the ARRAY given before it (listed with
 `tdbfs ls`, for a local array only: a Tab must not wait on the network), OUT (tdbfs export's) a file,
 an argument with choices its choices, and `-o` the options below, after the last comma."""
@@ -20,6 +20,7 @@ BACKEND_OPTIONS = ("timeout=", "s3.endpoint_url=", "s3.anon=", "s3.client_kwargs
                    "gcs.token=", "az.account_name=")
 
 _FOLDERS = {"ARRAY", "MNT", "DIR"}
+_FOLDERS |= {"SRC", "DEST"}   # tdbfs salvage: the array read, the new array written
 _FILES = {"FILE", "ADDRESS", "OUT"}   # OUT: tdbfs export's output file
 
 

@@ -9,6 +9,7 @@ from .. import __version__
 from .browse import cmd_cat, cmd_ls, cmd_tree
 from .check_command import cmd_check
 from .export_command import cmd_export
+from .salvage_command import cmd_salvage
 from ..frontend.common import DEFAULT_CACHE_MB, PROG
 from ..mount.command import cmd_mount, cmd_umount
 
@@ -32,6 +33,7 @@ examples:
   tdbfs tree --depth 2 /data/my_array      show the view as a tree
   tdbfs check /data/my_array               check every structure and tile (fsck)
   tdbfs export /data/my_array cells.csv    the cells TileDB returns, each with its source
+  tdbfs salvage /data/my_array /data/saved  every surviving cell, as a new array
 
 exit status:
   0  success
@@ -39,6 +41,7 @@ exit status:
      busy or not empty, FUSE unavailable, path not in the tree, view unreadable
   2  usage error (bad command line)
   check: 0 clean, 1 problems found, 2 could not run (see 'tdbfs check --help')
+  salvage: 0 nothing lost, 1 something lost or nothing written, 2 usage error (DEST exists)
 """
 
 
@@ -164,6 +167,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
 
     _add_export(sub, fmt)
+    # -- salvage (its own block: other commands are added beside it) ------------------------------------
+    p = sub.add_parser("salvage", help="copy every cell that survives into a new array TileDB opens",
+                       formatter_class=fmt,
+                       description="Build DEST, a new TileDB array holding every cell of SRC that survives,\n"
+                                   "as a reader at --as-of T sees SRC. The schemas, enumerations, array\n"
+                                   "metadata and delete conditions that decode are copied byte for byte;\n"
+                                   "each fragment read at T is checked as 'tdbfs check' checks it, copied\n"
+                                   "byte for byte when sound, else written again from the cells of its\n"
+                                   "tiles that decode, with tiledb-py (pip install 'tdbfs[salvage]'), at its\n"
+                                   "own time range. DEST/salvage.yaml says what became of each fragment\n"
+                                   "and each tile lost. SRC is never written; DEST appears only when complete.",
+                       epilog="exit status:\n  0  nothing lost\n  1  something lost (see DEST/salvage.yaml), or "
+                              "nothing written\n     (SRC not found, the schema in force does not decode)\n"
+                              "  2  usage error (DEST exists, a bad --as-of)\n\n"
+                              "examples:\n  tdbfs salvage /data/my_array /data/my_array.saved\n"
+                              "  tdbfs salvage --as-of 1700000000000 s3://bucket/my_array ./saved\n"
+                              "  tdbfs salvage --key-file /secure/key /data/encrypted /data/encrypted.saved\n")
+    p.add_argument("src", metavar="SRC", help="TileDB array folder, or its URL (s3://, gs://, az://)")
+    p.add_argument("dest", metavar="DEST", help="the new array: a local folder that must not exist")
+    p.add_argument("--as-of", metavar="T", default=None,
+                   help="read SRC as a reader opening it at T sees it: milliseconds since the epoch, as\n"
+                        "as_of/<T> in the view (default: now)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    p.add_argument("--cache-mb", type=_positive_int, default=DEFAULT_CACHE_MB, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    p.add_argument("--key-file", metavar="FILE", help=KEY_FILE_HELP + "; the copy is encrypted with it too")
+    _add_remote_arguments(p)
+    p.set_defaults(func=cmd_salvage)
+    # -- end of salvage ---------------------------------------------------------------------------------
 
     p = sub.add_parser("completion", help="print the shell completion script for bash or zsh", formatter_class=fmt,
                        epilog="examples:\n  source <(tdbfs completion bash)          in ~/.bashrc\n"

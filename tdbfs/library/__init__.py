@@ -6,7 +6,8 @@ Field, TileInfo, VarTile); cells.py (a fragment's cells as numpy columns); cell_
 at T returns, or one fragment's, as a stream of batches); export.py (them to CSV or Parquet);
 arrow_columns.py (TileDB's types as Arrow's); group.py (Group, Member, Workspace); tree.py (any file of
 the mount's tree, without FUSE); filesystem.py (the `tdbfs` fsspec protocol); frontends.py (the one door
-to `check`).
+to `check`);
+salvage.py (`tdbfs.salvage`).
 
 Built on tdbfs/store, tdbfs/reader and tdbfs/views only; `import tdbfs` imports none of it until it is used.
 """

@@ -28,3 +28,4 @@ def run_check(obj, jobs: int = 1):
                      opened.key.reveal() if opened.key is not None else None, new_run())
     with ProcessPool(jobs, spec) as executor:
         return check_array(obj.store, None, executor, spec)
+

@@ -21,6 +21,9 @@ from .problems import ERROR, Problem, WARNING, unique
 _ROOT_FOLDERS = {"__schema", "__meta", "__commits", "__fragment_meta", "__fragments", "__labels"}
 _ROOT_FILES = {"__array_schema.tdb", "__lock.tdb"}
 _ROOT_FILE_SUFFIXES = (".ok", ".vac", ".meta")   # commit markers, vacuum lists, consolidated metadata (< 12)
+#: the report `tdbfs salvage` leaves in the array it builds (tdbfs/salvaging/report.py): TileDB ignores it,
+#: and a salvaged copy of a healthy array must check clean
+_TDBFS_ROOT_FILES = {"salvage.yaml"}
 
 
 def not_regular(rel: str, entry) -> Problem:
@@ -48,7 +51,7 @@ def array_findings(store) -> list[Problem]:
             continue
         if e.name in fragment_names:
             continue
-        if e.name in _ROOT_FILES or e.name.endswith(_ROOT_FILE_SUFFIXES):
+        if e.name in _ROOT_FILES or e.name in _TDBFS_ROOT_FILES or e.name.endswith(_ROOT_FILE_SUFFIXES):
             if not e.is_file:
                 out.append(not_regular(e.name, e))
             continue

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 COMMANDS = {"mount", "umount", "unmount", "ls", "cat", "tree", "check", "completion",
             "export"}
+COMMANDS |= {"salvage"}
 
 
 def _tdbfs(*args):
@@ -120,6 +121,17 @@ def test_bash_completes_export(bash_file, tmp_path):
     # T, RANGES and NAME: typed, nothing offered
     assert complete_bash(bash_file, "export", "--subarray", "arr", cwd=tmp_path) == []
     assert set(complete_bash(bash_file, "export", "-o", "")) == set(BACKEND_OPTIONS)
+
+
+def test_bash_completes_salvage_options_and_folders(bash_file, tmp_path):
+    (tmp_path / "arr_folder").mkdir()
+    (tmp_path / "arr_file.txt").write_text("x")
+    assert complete_bash(bash_file, "sa") == ["salvage"]
+    assert complete_bash(bash_file, "salvage", "--a") == ["--as-of"]
+    # SRC and DEST: folders; after them, nothing
+    assert complete_bash(bash_file, "salvage", "arr", cwd=tmp_path) == ["arr_folder"]
+    assert complete_bash(bash_file, "salvage", "--as-of", "5", "arr_folder", "arr", cwd=tmp_path) == ["arr_folder"]
+    assert complete_bash(bash_file, "salvage", "arr_folder", "arr_folder", "arr", cwd=tmp_path) == []
 
 
 def test_bash_completes_paths_of_the_tree(bash_file, array_factory, tmp_path):

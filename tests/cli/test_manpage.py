@@ -33,7 +33,7 @@ def test_it_names_every_command_and_every_option_help_shows():
     commands = text.split("\n.SH COMMANDS\n", 1)[1].split("\n.SH ", 1)[0]
     sections = {part.split("\n", 1)[0].split(" ")[0]: part for part in commands.split(".SS ")[1:]}
     assert set(sections) == {"mount", "umount", "ls", "cat", "tree", "check", "completion",
-                             "export"}
+                             "export", "salvage"}
     assert sections["umount"].startswith("umount (alias: unmount)")
     for name, subparser in sub.choices.items():
         section = sections["umount" if name == "unmount" else name]

@@ -43,7 +43,16 @@ def lz4_decompress(part, out_len: int) -> bytes:
 
 
 def _gzip(part: memoryview, out_len: int) -> bytes:
-    return zlib.decompressobj().decompress(part, out_len)
+    """One zlib stream of `out_len` bytes, read to its end: its Adler-32 trailer, which TileDB's inflate
+    verifies (tiledb/sm/compressors/gzip_compressor.cc), is checked, so damaged deflate data that still
+    inflates is found as TileDB finds it."""
+    d = zlib.decompressobj()
+    out = d.decompress(part, out_len)
+    if not d.eof:
+        extra = d.decompress(d.unconsumed_tail, 1)   # the trailer: zlib.error when its checksum fails
+        if extra or not d.eof:
+            raise StageError(f"the GZIP stream holds more than the {out_len} bytes expected, or does not end")
+    return out
 
 
 def _bzip2(part: memoryview, out_len: int) -> bytes:
