@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from ..format import fragment_metadata as fm
 from ..lazy import np
-from .dense_grid import cells_in_domain
+from ..format.dense_tiles import COL_MAJOR
+from .dense_grid import cells_in_domain, dense_grid
 from .fragment_interface import DATA, VALIDITY, VAR, FragmentLike
 
 #: kinds of column
@@ -134,6 +135,45 @@ def tile_columns(frag: FragmentLike, k: int, fields=None) -> list[Column]:
     if rows is not None:
         columns = [c.take(rows) for c in columns]
     return columns
+
+
+class TileTable:
+    """Tile k's columns read a range of rows at a time (the rows of `tile_columns`, in its order): a table
+    of millions of cells is then shown in pieces of bounded memory. A dense tile's coordinates, and the
+    positions of its cells inside the non-empty domain, are computed for the rows asked only."""
+
+    def __init__(self, frag: FragmentLike, k: int):
+        self._dense = frag.dense
+        if not self._dense:
+            self._columns = tile_columns(frag, k)
+            self.rows = len(self._columns[0]) if self._columns else 0
+            return
+        _, attrs, specials = column_fields(frag)
+        self._fields = [_field_column(frag, f, k, ATTRIBUTE) for f in attrs]
+        self._fields += [_field_column(frag, f, k, SPECIAL) for f in specials]
+        grid = dense_grid(frag)
+        counts = {len(c) for c in self._fields} | {grid.cells_per_tile}
+        if len(counts) > 1:
+            raise ValueError(f"tile {k}: its fields hold {sorted(counts)} cells")
+        self._dims = frag.dimensions()
+        self._tile = grid.tile_domain(k)
+        self._extents, self._order = grid.extents, "F" if grid.cell_order == COL_MAJOR else "C"
+        # per dimension, the span of the tile's cell indexes inside the non-empty domain
+        self._box = [(max(lo, nlo) - lo, min(hi, nhi) - lo)
+                     for (lo, hi), (nlo, nhi) in zip(self._tile, frag.non_empty_domain())]
+        self._shape = tuple(max(0, b - a + 1) for a, b in self._box)
+        self.rows = int(np.prod(self._shape, dtype=object)) if self._shape else 0
+
+    def columns(self, start: int, stop: int) -> list[Column]:
+        """The columns of rows start..stop-1."""
+        if not self._dense:
+            return [c.slice(start, stop) for c in self._columns]
+        sub = np.unravel_index(np.arange(start, stop, dtype=np.int64), self._shape, order=self._order)
+        index = [a + s for (a, _), s in zip(self._box, sub)]
+        cells = np.ravel_multi_index(index, self._extents, order=self._order)
+        coords = [Column(name, DIMENSION, dt, 1, np.asarray(lo, dtype=dt.dtype) + i.astype(dt.dtype))
+                  for (name, dt), (lo, _), i in zip(self._dims, self._tile, index)]
+        return coords + [c.take(cells) for c in self._fields]
 
 
 def _sparse_coordinates(frag: FragmentLike, k: int) -> list[Column]:
