@@ -1,10 +1,12 @@
-"""A CSV file of any size shown in pieces: a header, then tables of cells (store/tile_columns.py: a list
-of columns, or a TileTable read by row ranges), each cut in pieces of `ROWS_PER_PIECE` rows.
+"""Files of any size shown in pieces: a header, then parts (a tile's cells) each cut in pieces of
+`ROWS_PER_PIECE` rows (cells): `cells/tile_K.csv` and `cells.csv` (a table of columns, store/tile_columns.py)
+and a field's `tile_K.txt` (one line per cell).
 
-The size of each piece is measured once without making its text (views/cells_text.py `rows_size`) and
-kept in the node as a small array, so `ls -l` renders nothing; a read renders only the pieces it covers,
-each kept in the store's bounded cache, so a read of N bytes at any offset costs N plus at most one piece
-on each side, and memory stays within the cache bound whatever the file's size.
+The size of each piece is measured once, without making its text where it can be (views/cells_text.py
+`rows_size`), and kept as a small array, so `ls -l` keeps no text; a read renders only the pieces it
+covers, each kept in the store's bounded cache, so a read of N bytes at any offset costs N plus at most
+a piece on each side, and memory stays within the cache bound whatever the file's size. A piece is one
+numpy step of bounded size, so a render gives up the GIL often.
 """
 
 from __future__ import annotations
@@ -19,27 +21,37 @@ from .nodes import FileNode, ViewError
 #: rows of one piece: a piece of a table of 1M cells is ~1/16 of it (a few MB of text)
 ROWS_PER_PIECE = 1 << 16
 
-class _Whole:
-    """A table given as a list of equal-length columns."""
 
-    def __init__(self, columns):
-        self._columns = columns
-        self.rows = len(columns[0]) if columns else 0
+class TablePart:
+    """A part as CSV rows: `made` a list of equal-length columns, or an object with `rows` and
+    `columns(start, stop)` (store/tile_columns.py TileTable)."""
 
-    def columns(self, start: int, stop: int):
+    def __init__(self, made):
+        if hasattr(made, "columns") and hasattr(made, "rows"):
+            self._table, self.rows = made, made.rows
+        else:
+            made = list(made)
+            self._table, self.rows = None, len(made[0]) if made else 0
+            self._columns = made
+
+    def _slice(self, start: int, stop: int):
+        if self._table is not None:
+            return self._table.columns(start, stop)
         return [c.slice(start, stop) for c in self._columns]
 
+    def render(self, start: int, stop: int) -> bytes:
+        return csv_rows(self._slice(start, stop))
 
-def _table(made):
-    return made if hasattr(made, "columns") and hasattr(made, "rows") else _Whole(list(made))
+    def measure(self, start: int, stop: int) -> int:
+        return rows_size(self._slice(start, stop))
 
 
-class CsvTableFile(FileNode):
-    """`header()` (bytes), then the rows of each of `parts`: callables giving a table (a list of columns
-    of equal length, or an object with `rows` and `columns(start, stop)`). `guard(i, fn)` runs fn for
-    part i (turning its failures into ViewError); `cache` (the store's ByteLRU) keeps rendered pieces
-    under (`key`, part key, piece) and the pieces' sizes under (`key`, part key, "sizes"): files that
-    share a part (a tile's `tile_K.csv` and `cells.csv`) give it the same key in `part_keys`."""
+class PiecewiseFile(FileNode):
+    """`header()` (bytes), then the rows of each of `parts`: callables giving an object with `rows`,
+    `render(start, stop)` (bytes) and `measure(start, stop)` (their length). `guard(i, fn)` runs fn for
+    part i (turning its failures into ViewError); `cache` (the store's ByteLRU) keeps rendered pieces under
+    (`key`, part key, piece) and the pieces' sizes under (`key`, part key, "sizes"): files that share a
+    part (a tile's `tile_K.csv` and `cells.csv`) give it the same key in `part_keys`."""
 
     def __init__(self, header, parts: list, mtime: float, immutable: bool, cache=None, key=None, guard=None,
                  part_keys=None):
@@ -55,9 +67,8 @@ class CsvTableFile(FileNode):
 
     def _piece_ends(self, i: int) -> np.ndarray:
         def measure():
-            table = _table(self._parts[i]())
-            sizes = [rows_size(table.columns(s, min(table.rows, s + ROWS_PER_PIECE)))
-                     for s in range(0, table.rows, ROWS_PER_PIECE)]
+            part = self._parts[i]()
+            sizes = [part.measure(s, min(part.rows, s + ROWS_PER_PIECE)) for s in range(0, part.rows, ROWS_PER_PIECE)]
             return np.cumsum(np.array(sizes, np.int64))
 
         def make():
@@ -91,9 +102,9 @@ class CsvTableFile(FileNode):
 
     def _piece(self, i: int, j: int) -> bytes:
         def render():
-            table = _table(self._parts[i]())
+            part = self._parts[i]()
             start = j * ROWS_PER_PIECE
-            return csv_rows(table.columns(start, min(table.rows, start + ROWS_PER_PIECE)))
+            return part.render(start, min(part.rows, start + ROWS_PER_PIECE))
 
         def make():
             data = self._guard(i, render)
@@ -122,3 +133,13 @@ class CsvTableFile(FileNode):
                 j += 1
             i += 1
         return b"".join(out)
+
+
+class CsvTableFile(PiecewiseFile):
+    """A CSV file: `header()`, then the rows of tables, each part a callable giving a list of columns
+    or a TileTable (see TablePart); the rest as PiecewiseFile."""
+
+    def __init__(self, header, parts: list, mtime: float, immutable: bool, cache=None, key=None, guard=None,
+                 part_keys=None):
+        super().__init__(header, [lambda p=p: TablePart(p()) for p in parts], mtime, immutable, cache, key,
+                         guard, part_keys)

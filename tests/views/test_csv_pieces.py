@@ -18,7 +18,7 @@ from tdbfs.store.open_array import open_array  # noqa: E402
 from tdbfs.store.tile_columns import tile_columns  # noqa: E402
 from tdbfs.views import cells_text, cells_views, csv_table  # noqa: E402
 from tdbfs.views.cells_views import cells_header  # noqa: E402
-from tdbfs.views.fragment_views import fragment_dir  # noqa: E402
+from tdbfs.views.fragment_views import fragment_dir, tile_text  # noqa: E402
 from tdbfs.views.nodes import resolve  # noqa: E402
 
 PIECE = 5   # rows of a piece here, so that small arrays have many
@@ -99,3 +99,35 @@ def test_a_stat_renders_nothing_and_a_read_only_its_pieces(tmp_path, rendered):
     assert rendered == []
     data = bytes(node.read(size // 2, 100))
     assert len(data) == 100 and 0 < sum(rendered) <= 2 * PIECE
+
+
+@pytest.mark.parametrize("kind", ["special", "all_dtypes", "dense"])
+def test_pieces_of_tile_text_read_as_the_whole(tmp_path, array_factory, kind):
+    if kind == "special":
+        path = str(tmp_path / "special")
+        cell_values.make_special(path, cells=61, capacity=30)
+    elif kind == "all_dtypes":
+        path = array_factory("all_dtypes", cells=23, capacity=12).path
+    else:
+        path = arrays.make_array(tmp_path, "dense", low=3, extent=4, tiles_per_dim=2, domain_high=10,
+                                 fragments=[[(4, 9), (5, 10)]]).path
+    rng = np.random.default_rng(4)
+    seen = 0
+    for frag, root in fragments(path):
+        for field in frag.stored_fields():
+            folder = "dims" if field.kind == "dimension" else "attrs"
+            try:
+                tiles = resolve(root, f"{folder}/{field.stem}").children()
+            except KeyError:
+                continue
+            for k in range(frag.tile_count()):
+                node = tiles.get(f"tile_{k}.txt")
+                if node is None:
+                    continue
+                whole = tile_text(frag, field, k)
+                assert node.size() == len(whole), (field.name, k)
+                for _ in range(20):
+                    offset, size = int(rng.integers(0, len(whole) + 2)), int(rng.choice([1, 9, 100, 10_000]))
+                    assert bytes(node.read(offset, size)) == whole[offset:offset + size], (field.name, k, offset)
+                seen += 1
+    assert seen >= 6
