@@ -117,6 +117,8 @@ def _field_lengths(c) -> list:
     v = c.values
     if c.offsets is None and v.ndim == 1 and v.dtype.kind in "iu":
         lengths = _int_lengths(v)[0]
+    elif c.offsets is None and v.ndim == 1 and v.dtype == np.float64:
+        lengths = _float64_lengths(v)
     else:
         lengths = _fields(_without_validity(c))[0][1]
     if c.validity is None:
@@ -162,6 +164,11 @@ def _int_field(v) -> tuple:
         rows = np.flatnonzero(neg)
         mat[rows, width - 1 - digits[rows]] = ord("-")
     return mat, lengths, True
+
+
+def _float64_lengths(v):
+    """The byte lengths of float64 texts (`_float64_text`), without the matrix of them."""
+    return np.fromiter(map(len, _float64_text(v)), np.int64, len(v))
 
 
 def _float64_text(v) -> list[str]:

@@ -24,6 +24,7 @@ def cells_children(frag: FragmentLike, key, fixed: bool) -> dict:
     t = frag.mtime()
     render_header = guarded(lambda: cells_header(frag), frag.problems, frag.rel, "cells")
     cache = frag.store.cache
+    sizes = frag._once(("piece sizes", "cells"), dict) if fixed else None
 
     def table(k: int):
         return lambda: TileTable(frag, k)
@@ -33,13 +34,13 @@ def cells_children(frag: FragmentLike, key, fixed: bool) -> dict:
 
     def tiles():
         return {f"tile_{k}.csv": CsvTableFile(render_header, [table(k)], t, fixed, cache, ("cells", key),
-                                              guard_tiles([k]), [k])
+                                              guard_tiles([k]), [k], sizes)
                 for k in range(frag.tile_count())}
 
     def all_tiles():
         ks = range(frag.tile_count())
         return CsvTableFile(render_header, [table(k) for k in ks], t, fixed, cache, ("cells", key),
-                            guard_tiles(ks), ks)
+                            guard_tiles(ks), ks, sizes)
 
     return {"cells": StaticDir(guarded_children(tiles, frag), immutable=fixed, mtime=t),
             "cells.csv": LazyFile(lambda: guarded_children(all_tiles, frag)(), t, fixed)}

@@ -50,13 +50,14 @@ class PiecewiseFile(FileNode):
     """`header()` (bytes), then the rows of each of `parts`: callables giving an object with `rows`,
     `render(start, stop)` (bytes) and `measure(start, stop)` (their length). `guard(i, fn)` runs fn for
     part i (turning its failures into ViewError); `cache` (the store's ByteLRU) keeps rendered pieces under
-    (`key`, part key, piece) and the pieces' sizes under (`key`, part key, "sizes"): files that share a
-    part (a tile's `tile_K.csv` and `cells.csv`) give it the same key in `part_keys`."""
+    (`key`, part key, piece); `sizes` (a dict, kept by the caller: a few numbers a part, never evicted by
+    the big values of the cache) keeps the pieces' sizes of an immutable file by part key. Files that share
+    a part (a tile's `tile_K.csv` and `cells.csv`) give it the same key in `part_keys`."""
 
     def __init__(self, header, parts: list, mtime: float, immutable: bool, cache=None, key=None, guard=None,
-                 part_keys=None):
+                 part_keys=None, sizes: dict | None = None):
         self._header, self._parts, self._mtime, self.immutable = header, parts, mtime, immutable
-        self._cache, self._key = cache, key
+        self._cache, self._key, self._sizes = cache, key, sizes
         self._part_keys = list(range(len(parts))) if part_keys is None else list(part_keys)
         self._guard = guard or (lambda i, fn: fn())
         self._layout_kept = None   # (header length, part ends, piece ends of each part)
@@ -71,12 +72,12 @@ class PiecewiseFile(FileNode):
             sizes = [part.measure(s, min(part.rows, s + ROWS_PER_PIECE)) for s in range(0, part.rows, ROWS_PER_PIECE)]
             return np.cumsum(np.array(sizes, np.int64))
 
-        def make():
-            ends = self._guard(i, measure)
-            return ends, ends.nbytes + 64
-        if self._cache is None or not self.immutable:
-            return make()[0]
-        return self._cache.get_or_make((self._key, self._part_keys[i], "sizes"), make)
+        if self._sizes is None or not self.immutable:
+            return self._guard(i, measure)
+        ends = self._sizes.get(self._part_keys[i])
+        if ends is None:
+            ends = self._sizes[self._part_keys[i]] = self._guard(i, measure)
+        return ends
 
     def _layout(self):
         if self._layout_kept is not None:
@@ -140,6 +141,6 @@ class CsvTableFile(PiecewiseFile):
     or a TileTable (see TablePart); the rest as PiecewiseFile."""
 
     def __init__(self, header, parts: list, mtime: float, immutable: bool, cache=None, key=None, guard=None,
-                 part_keys=None):
+                 part_keys=None, sizes: dict | None = None):
         super().__init__(header, [lambda p=p: TablePart(p()) for p in parts], mtime, immutable, cache, key,
-                         guard, part_keys)
+                         guard, part_keys, sizes)

@@ -337,6 +337,7 @@ def _tile_files(frag: FragmentLike, field, key, fixed: bool) -> dict:
                                   keep=kept(fixed), mtime=t)}
     cache = frag.store.cache
     where = f"{frag.rel}/{field.stem}"
+    sizes = frag._once(("piece sizes", "txt", field.idx), dict) if fixed else None
     for k in range(ntiles):
         out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA, t, fixed)
         if field.var_sized:
@@ -346,7 +347,7 @@ def _tile_files(frag: FragmentLike, field, key, fixed: bool) -> dict:
         # in pieces of bounded memory (views/tile_lines.py); tile_text renders the same bytes whole
         out[f"tile_{k}.txt"] = PiecewiseFile(
             lambda: b"", [lambda k=k: TileLines(frag, field, k)], t, fixed, cache, ("txt", key, field.idx),
-            lambda _i, fn, k=k: guarded(fn, frag.problems, where, f"tile {k}")(), [k])
+            lambda _i, fn, k=k: guarded(fn, frag.problems, where, f"tile {k}")(), [k], sizes)
         out[f"tile_{k}.yaml"] = BytesFile(guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
                                                    where, f"tile {k}"),
                                            InCache(cache, ("tileyaml", key, field.idx, k), immutable=fixed), mtime=t)
