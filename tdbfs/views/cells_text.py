@@ -75,19 +75,27 @@ def _batch(columns, start: int, stop: int) -> bytes:
 
 
 def _assemble(fields, n: int) -> bytes:
-    """The CSV rows of fields [(texts matrix (n, w) uint8, byte lengths (n,), right-aligned)]."""
+    """The CSV rows of fields [(texts matrix (n, w) uint8, byte lengths (n,), right-aligned)]: every
+    field's matrix and a separator side by side in one matrix, and the bytes in use picked out of it."""
     if n == 0:
         return b""
-    mats, masks = [], []
-    sep = np.full((n, 1), ord(","), np.uint8)
+    width = sum(mat.shape[1] + 1 for mat, _, _ in fields)
+    out = np.empty((n, width), np.uint8)
+    used = np.empty((n, width), bool)
+    at = 0
     for i, (mat, lengths, right) in enumerate(fields):
         w = mat.shape[1]
+        out[:, at:at + w] = mat
         cols = np.arange(w)
-        mats.append(mat)
-        masks.append(cols >= (w - lengths)[:, None] if right else cols < lengths[:, None])
-        mats.append(sep if i < len(fields) - 1 else np.full((n, 1), ord("\n"), np.uint8))
-        masks.append(np.ones((n, 1), bool))
-    return np.concatenate(mats, axis=1)[np.concatenate(masks, axis=1)].tobytes()
+        if right:
+            np.greater_equal(cols, (w - lengths)[:, None], out=used[:, at:at + w])
+        else:
+            np.less(cols, lengths[:, None], out=used[:, at:at + w])
+        at += w
+        out[:, at] = ord(",") if i < len(fields) - 1 else ord("\n")
+        used[:, at] = True
+        at += 1
+    return out[used].tobytes()
 
 
 # -- one column's fields ------------------------------------------------------------------
@@ -152,14 +160,17 @@ def _int_field(v) -> tuple:
         return np.zeros((0, 1), np.uint8), lengths, True
     most = int(digits.max())
     width = most + 1
-    mat = np.empty((len(v), width), np.uint8)
-    mat[:, 0] = ord("-")
+    if most <= 9:   # 32-bit division is several times faster than 64-bit
+        mag = mag.astype(np.uint32)
+    # digits written one row of the transposed matrix at a time (contiguous), the last digit first
+    mat = np.empty((width, len(v)), np.uint8)
+    mat[0] = ord("-")
     rest = np.empty_like(mag)
     for j in range(most):
         np.remainder(mag, 10, out=rest)
-        mat[:, width - 1 - j] = rest
+        np.add(rest, ord("0"), out=mat[width - 1 - j], casting="unsafe")
         mag //= 10
-    mat[:, 1:] += ord("0")
+    mat = mat.T
     if neg is not None:
         rows = np.flatnonzero(neg)
         mat[rows, width - 1 - digits[rows]] = ord("-")
