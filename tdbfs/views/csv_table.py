@@ -24,7 +24,8 @@ ROWS_PER_PIECE = 1 << 16
 
 class TablePart:
     """A part as CSV rows: `made` a list of equal-length columns, or an object with `rows` and
-    `columns(start, stop)` (store/tile_columns.py TileTable)."""
+    `columns(start, stop)` (store/tile_columns.py TileTable; with `width`, `whole(i)` and
+    `column(i, start, stop, whole)` too, its pieces are measured one column at a time)."""
 
     def __init__(self, made):
         if hasattr(made, "columns") and hasattr(made, "rows"):
@@ -33,6 +34,21 @@ class TablePart:
             made = list(made)
             self._table, self.rows = None, len(made[0]) if made else 0
             self._columns = made
+
+    def piece_sizes(self, step: int) -> np.ndarray:
+        """The byte size of each piece of `step` rows, made column by column: the memory of one column of
+        the part at a time."""
+        starts = range(0, self.rows, step)
+        table = self._table
+        if table is None or not hasattr(table, "width"):
+            return np.array([self.measure(s, min(self.rows, s + step)) for s in starts], np.int64)
+        sizes = np.zeros(len(starts), np.int64)
+        for i in range(table.width):
+            whole = table.whole(i)
+            for j, s in enumerate(starts):
+                sizes[j] += rows_size([table.column(i, s, min(self.rows, s + step), whole)])
+            del whole
+        return sizes
 
     def _slice(self, start: int, stop: int):
         if self._table is not None:
@@ -69,6 +85,8 @@ class PiecewiseFile(FileNode):
     def _piece_ends(self, i: int) -> np.ndarray:
         def measure():
             part = self._parts[i]()
+            if hasattr(part, "piece_sizes"):
+                return np.cumsum(part.piece_sizes(ROWS_PER_PIECE))
             sizes = [part.measure(s, min(part.rows, s + ROWS_PER_PIECE)) for s in range(0, part.rows, ROWS_PER_PIECE)]
             return np.cumsum(np.array(sizes, np.int64))
 
