@@ -1,4 +1,4 @@
-"""Figure `cells` of scripts/bench: cells as CSV at the size real tiles have (issue 38, items 2 and 3).
+"""Figure 9 `cells` of scripts/bench: cells as CSV at the size real tiles have (issue 38, items 2 and 3).
 
 - `cells/tile_0.csv` of a 1M-cell sparse tile (d0, d1 int64; a int32, b float64, c int64) rendered in
   process from its decoded columns, against pyarrow's CSV writer (`pyarrow.csv.write_csv`) writing the
@@ -62,7 +62,7 @@ def _timed(fn) -> tuple[float, float]:
 def fig_cells(args, work, arrays, row=None):
     if row is None:
         from __main__ import row   # scripts/bench's
-    print("8. cells", flush=True)
+    print("9. cells", flush=True)
     import pyarrow as pa
     import pyarrow.csv as pcsv
     from tdbfs.store.open_array import open_array
@@ -90,7 +90,7 @@ def fig_cells(args, work, arrays, row=None):
     wall, cpu = [w for w, _ in got["ours"]], [c for _, c in got["ours"]]
     awall, acpu = [w for w, _ in got["arrow"]], [c for _, c in got["arrow"]]
     ratio = med(cpu) / med(acpu)
-    row(8, f"tile_0.csv of a {cells:,}-cell tile (2 dims, 3 attrs), {out['ours'] / 2**20:.0f} MiB, render s",
+    row(9, f"tile_0.csv of a {cells:,}-cell tile (2 dims, 3 attrs), {out['ours'] / 2**20:.0f} MiB, render s",
         f"{fmt(wall)}, CPU {fmt(cpu)}", f"pyarrow write_csv {fmt(awall)}, CPU {fmt(acpu)} ({out['arrow'] / 2**20:.0f} MiB)",
         f"{ratio:.2f}x CPU, {med(wall) / med(awall):.2f}x wall", verdict("≤ 2x", ratio <= 2))
 
@@ -102,7 +102,7 @@ def fig_cells(args, work, arrays, row=None):
             return time.perf_counter() - t
 
     times = [ls_fragment() for _ in range(args.repeat)]
-    row(8, f"`ls -l` of the fragment folder of a {cells:,}-cell tile, fresh mount, s", fmt(times), "", "",
+    row(9, f"`ls -l` of the fragment folder of a {cells:,}-cell tile, fresh mount, s", fmt(times), "", "",
         verdict("< 1 s", med(times) < 1))
 
     big = args.cells_dense_mi << 20
@@ -123,9 +123,9 @@ def fig_cells(args, work, arrays, row=None):
     got = interleaved(args.repeat, {"small": lambda: cat(small), "large": lambda: cat(large)})
     per = {k: [g[0] for g in v] for k, v in got.items()}
     ratio = med(per["large"]) / med(per["small"])
-    row(8, f"`cat cells.csv` of an {big:,}-cell dense tile ({got['large'][0][1] / 2**20:.0f} MiB), --cache-mb 64, ns/byte",
+    row(9, f"`cat cells.csv` of an {big:,}-cell dense tile ({got['large'][0][1] / 2**20:.0f} MiB), --cache-mb 64, ns/byte",
         fmt(per["large"], scale=1e9, digits=2), f"{cells:,} cells {fmt(per['small'], scale=1e9, digits=2)}",
         f"{ratio:.2f}x", verdict("≤ 2x", ratio <= 2))
     grown = max(g[2] for g in got["large"])
-    row(8, "daemon peak RSS above idle during that `cat`, MiB", f"{grown:.0f}", "cache 64", "",
+    row(9, "daemon peak RSS above idle during that `cat`, MiB", f"{grown:.0f}", "cache 64", "",
         verdict("< 128 (cache + 64)", grown < 128))
