@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from ..format import fragment_metadata as fm
 from ..lazy import np
-from .dense_grid import cells_in_domain
+from ..format.dense_tiles import COL_MAJOR
+from .dense_grid import cells_in_domain, dense_grid
 from .fragment_interface import DATA, VALIDITY, VAR, FragmentLike
 
 #: kinds of column
@@ -145,6 +146,67 @@ def stored_columns(frag: FragmentLike, k: int) -> list[Column]:
 def _stored(frag: FragmentLike, k: int, attrs, specials) -> list[Column]:
     return ([_field_column(frag, f, k, ATTRIBUTE) for f in attrs]
             + [_field_column(frag, f, k, SPECIAL) for f in specials])
+
+
+class TileTable:
+    """Tile k's columns read a range of rows at a time (the rows of `tile_columns`, in its order): a table
+    of millions of cells is then shown in pieces of bounded memory. A dense tile's coordinates, and the
+    positions of its cells inside the non-empty domain, are computed for the rows asked only; an
+    attribute is decoded when first asked (`column`), so a pass column by column holds one at a time."""
+
+    def __init__(self, frag: FragmentLike, k: int):
+        self._frag, self._k, self._dense = frag, k, frag.dense
+        _, attrs, specials = column_fields(frag)
+        self._fields = [(f, ATTRIBUTE) for f in attrs] + [(f, SPECIAL) for f in specials]
+        if not self._dense:
+            self._coords = _sparse_coordinates(frag, k)
+            self._cells = self.rows = len(self._coords[0]) if self._coords else 0
+            self.width = len(self._coords) + len(self._fields)
+            return
+        grid = dense_grid(frag)
+        self._dims = frag.dimensions()
+        self._tile = grid.tile_domain(k)
+        self._cells = grid.cells_per_tile
+        self._extents, self._order = grid.extents, "F" if grid.cell_order == COL_MAJOR else "C"
+        # per dimension, the span of the tile's cell indexes inside the non-empty domain
+        self._box = [(max(lo, nlo) - lo, min(hi, nhi) - lo)
+                     for (lo, hi), (nlo, nhi) in zip(self._tile, frag.non_empty_domain())]
+        self._shape = tuple(max(0, b - a + 1) for a, b in self._box)
+        self.rows = int(np.prod(self._shape, dtype=object)) if self._shape else 0
+        self.width = len(self._dims) + len(self._fields)
+
+    def whole(self, i: int) -> Column | None:
+        """Column i over the whole tile as stored (None for a dense tile's coordinates, computed by range).
+        ValueError when its cell count is not the tile's."""
+        dims = len(self._coords) if not self._dense else len(self._dims)
+        if i < dims:
+            return self._coords[i] if not self._dense else None
+        f, kind = self._fields[i - dims]
+        c = _field_column(self._frag, f, self._k, kind)
+        if len(c) != self._cells:
+            raise ValueError(f"tile {self._k}: its fields hold {sorted({len(c), self._cells})} cells")
+        return c
+
+    def column(self, i: int, start: int, stop: int, whole: Column | None = None) -> Column:
+        """Rows start..stop-1 of column i (`whole`: what `whole(i)` gave, to make it once for many ranges)."""
+        if whole is None:
+            whole = self.whole(i)
+        if not self._dense:
+            return whole.slice(start, stop)
+        index, cells = self._cells_of(start, stop)
+        if whole is not None:
+            return whole.take(cells)
+        (name, dt), (lo, _) = self._dims[i], self._tile[i]
+        return Column(name, DIMENSION, dt, 1, np.asarray(lo, dtype=dt.dtype) + index[i].astype(dt.dtype))
+
+    def _cells_of(self, start: int, stop: int):
+        sub = np.unravel_index(np.arange(start, stop, dtype=np.int64), self._shape, order=self._order)
+        index = [a + s for (a, _), s in zip(self._box, sub)]
+        return index, np.ravel_multi_index(index, self._extents, order=self._order)
+
+    def columns(self, start: int, stop: int) -> list[Column]:
+        """The columns of rows start..stop-1."""
+        return [self.column(i, start, stop) for i in range(self.width)]
 
 
 def _sparse_coordinates(frag: FragmentLike, k: int) -> list[Column]:

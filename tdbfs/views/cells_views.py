@@ -11,27 +11,36 @@ from __future__ import annotations
 import bisect
 
 from ..store.fragment_interface import FragmentLike
-from ..store.tile_columns import SPECIAL_COLUMNS, column_fields, tile_columns
+from ..store.tile_columns import SPECIAL_COLUMNS, TileTable, column_fields, tile_columns
 from .cells_text import csv_header, csv_rows
 from .common import guarded, guarded_children
+from .csv_table import CsvTableFile
 from .nodes import FileNode, StaticDir, with_cost
 
 
 def cells_children(frag: FragmentLike, key, fixed: bool) -> dict:
-    """`cells/` and `cells.csv` of a fragment folder."""
+    """`cells/` and `cells.csv` of a fragment folder: CSV files shown in pieces (views/csv_table.py),
+    whose sizes are measured without rendering, and whose pieces a tile's file and cells.csv share."""
     t = frag.mtime()
     render_header = guarded(lambda: cells_header(frag), frag.problems, frag.rel, "cells")
+    cache = frag.store.cache
+    sizes = frag._once(("piece sizes", "cells"), dict) if fixed else None
 
-    def tile_rows(k: int):
-        render = guarded(lambda: cells_rows(frag, k), frag.problems, frag.rel, f"cells of tile {k}")
-        return lambda: frag.store.cache.get_or_make(("cells", key, k), lambda: with_cost(render()))
+    def table(k: int):
+        return lambda: TileTable(frag, k)
+
+    def guard_tiles(ks):
+        return lambda i, fn: guarded(fn, frag.problems, frag.rel, f"cells of tile {ks[i]}")()
 
     def tiles():
-        return {f"tile_{k}.csv": ConcatFile(render_header, [tile_rows(k)], t, fixed)
+        return {f"tile_{k}.csv": CsvTableFile(render_header, [table(k)], t, fixed, cache, ("cells", key),
+                                              guard_tiles([k]), [k], sizes)
                 for k in range(frag.tile_count())}
 
     def all_tiles():
-        return ConcatFile(render_header, [tile_rows(k) for k in range(frag.tile_count())], t, fixed)
+        ks = range(frag.tile_count())
+        return CsvTableFile(render_header, [table(k) for k in ks], t, fixed, cache, ("cells", key),
+                            guard_tiles(ks), ks, sizes)
 
     return {"cells": StaticDir(guarded_children(tiles, frag), immutable=fixed, mtime=t),
             "cells.csv": LazyFile(lambda: guarded_children(all_tiles, frag)(), t, fixed)}

@@ -18,6 +18,8 @@ from ..store.dense_grid import dense_grid
 from ..store.problems import unique
 from . import layout_views
 from .cells_views import cells_children
+from .csv_table import PiecewiseFile
+from .tile_lines import TileLines
 from .pictures import mbrs_svg_file
 from .stats_views import fragment_stats_file
 from .common import guarded, guarded_children, yaml_file
@@ -335,15 +337,17 @@ def _tile_files(frag: FragmentLike, field, key, fixed: bool) -> dict:
                                   keep=kept(fixed), mtime=t)}
     cache = frag.store.cache
     where = f"{frag.rel}/{field.stem}"
+    sizes = frag._once(("piece sizes", "txt", field.idx), dict) if fixed else None
     for k in range(ntiles):
         out[f"tile_{k}.bin"] = TileFile(frag, field, k, DATA, t, fixed)
         if field.var_sized:
             out[f"tile_{k}.var.bin"] = TileFile(frag, field, k, VAR, t, fixed)
         if field.nullable:
             out[f"tile_{k}.validity.bin"] = TileFile(frag, field, k, VALIDITY, t, fixed)
-        out[f"tile_{k}.txt"] = BytesFile(guarded(lambda k=k: tile_text(frag, field, k), frag.problems, where,
-                                                  f"tile {k}"),
-                                          InCache(cache, ("txt", key, field.idx, k), immutable=fixed), mtime=t)
+        # in pieces of bounded memory (views/tile_lines.py); tile_text renders the same bytes whole
+        out[f"tile_{k}.txt"] = PiecewiseFile(
+            lambda: b"", [lambda k=k: TileLines(frag, field, k)], t, fixed, cache, ("txt", key, field.idx),
+            lambda _i, fn, k=k: guarded(fn, frag.problems, where, f"tile {k}")(), [k], sizes)
         out[f"tile_{k}.yaml"] = BytesFile(guarded(lambda k=k: to_yaml(tile_record(frag, field, k)), frag.problems,
                                                    where, f"tile {k}"),
                                            InCache(cache, ("tileyaml", key, field.idx, k), immutable=fixed), mtime=t)

@@ -146,10 +146,13 @@ def fixed_cells_text(values: np.ndarray, cell_val_num: int, is_string: bool, val
     return ("\n".join(lines.tolist()) + ("\n" if len(lines) else "")).encode("utf-8")
 
 
-def var_cells_text(offsets: np.ndarray, data: bytes, dtype: np.dtype, is_string: bool, validity: np.ndarray | None) -> bytes:
-    """Text of var-sized cells from tile-relative offsets and the values bytes."""
+def var_cells_text(offsets: np.ndarray, data: bytes, dtype: np.dtype, is_string: bool, validity: np.ndarray | None,
+                   end: int | None = None) -> bytes:
+    """Text of var-sized cells from tile-relative offsets and the values bytes; `end`: where the last cell
+    ends (default: the end of `data`), for a range of a tile's cells."""
     offsets = offsets.astype(np.int64)
-    ends = np.concatenate([offsets[1:], np.array([len(data)], np.int64)]) if len(offsets) else offsets
+    last = len(data) if end is None else end
+    ends = np.concatenate([offsets[1:], np.array([last], np.int64)]) if len(offsets) else offsets
     lines = []
     for i, (s, e) in enumerate(zip(offsets.tolist(), ends.tolist())):
         if validity is not None and i < len(validity) and validity[i] == 0:
