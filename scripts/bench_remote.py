@@ -210,7 +210,7 @@ def fig_remote(args, work, arrays, row) -> None:
         ours, theirs = runs["tdbfs"], runs["tiledb"]
         wall = [r[0] for r in ours]
         base = [r[0] for r in theirs]
-        row("remote", f"`ls -l` of the root of {n} fragments in S3 (moto on loopback), fresh mount, s",
+        row(11, f"`ls -l` of the root of {n} fragments in S3 (moto on loopback), fresh mount, s",
             f"{fmt(wall, digits=2)}; CPU daemon {fmt([r[1] for r in ours], digits=2)}, server "
             f"{fmt([r[2] for r in ours], digits=2)}; {med([r[3] for r in ours]):.0f} requests",
             f"tiledb-py FragmentInfoList {fmt(base, digits=2)}; CPU {fmt([r[1] for r in theirs], digits=2)}, server "

@@ -126,16 +126,16 @@ def fig_responsive(args, work, arrays, row):
     wrong = "" if facts["content"] == {(True, True)} else "; WRONG CONTENT"
     for key, what in (("yaml", "`cat array.yaml`"), ("ls", "`ls fragments/`")):
         b, i = [r[key] for r in busy], [r[key] for r in idle]
-        row("responsive", f"{what} while another process reads `cells.csv` of a tile of {cells / 2**20:.0f} Mi cells,"
+        row(12, f"{what} while another process reads `cells.csv` of a tile of {cells / 2**20:.0f} Mi cells,"
             f" s (daemon CPU s during both commands: {fmt([r['cpu'] for r in busy])}){early}{wrong}", fmt(b),
             f"idle mount {fmt(i)} (CPU s {fmt([r['cpu'] for r in idle])})", f"{med(b) / med(i):.1f}x",
             verdict(f"< {GOAL_S:.0f} s", max(b) < GOAL_S))
-    row("responsive", f"the same with `-o nothreads` (the single-threaded loop), once: `cat array.yaml`, `ls fragments/`,"
+    row(12, f"the same with `-o nothreads` (the single-threaded loop), once: `cat array.yaml`, `ls fragments/`,"
         f" s (given up after {timeout:.0f} s)", f"{old['yaml']:.3f}, {old['ls']:.3f}", "", "", "")
     b, i = [r["exit"] for r in busy], [r["exit"] for r in idle]
-    row("responsive", "`tdbfs umount -z` during that read to the daemon's exit, s (its CPU s meanwhile:"
+    row(12, "`tdbfs umount -z` during that read to the daemon's exit, s (its CPU s meanwhile:"
         f" {fmt([r['exit_cpu'] for r in busy])})", fmt(b),
         f"`tdbfs umount` of an idle mount {fmt(i)} (CPU s {fmt([r['exit_cpu'] for r in idle])})",
         f"{med(b) / med(i):.1f}x", verdict(f"< {EXIT_GOAL_S:.0f} s", max(b) < EXIT_GOAL_S))
-    row("responsive", "`-o nothreads`: `tdbfs umount -z` during that read to the daemon's exit, s, once",
+    row(12, "`-o nothreads`: `tdbfs umount -z` during that read to the daemon's exit, s, once",
         f"{old['exit']:.3f}", "", "", "")
