@@ -21,8 +21,8 @@ from typing import Iterator
 
 from ..format.dense_tiles import COL_MAJOR, ROW_MAJOR
 from ..lazy import np
-from ..store.dense_grid import cells_in_domain, dense_grid
-from ..store.tile_columns import ATTRIBUTE, DIMENSION, Column, concat, tile_columns
+from ..store.dense_grid import dense_grid
+from ..store.tile_columns import ATTRIBUTE, DIMENSION, Column, concat, stored_columns, tile_columns
 from .batch import NO_SOURCE, CellBatch, ReadPlan
 
 _ORDER = {ROW_MAJOR: "C", COL_MAJOR: "F"}
@@ -42,18 +42,22 @@ def dense_batches(store, plan: ReadPlan, batch_cells: int = 1 << 16) -> Iterator
     tile_ranges = [range((lo - dlo) // ext, (hi - dlo) // ext + 1)
                    for (lo, hi), dlo, ext in zip(_hull(region), lows, extents)]
     order = _ORDER[schema.cell_order]
-    offsets_in_tile = np.unravel_index(np.arange(int(np.prod(extents))), extents, order=order)
+    offsets_in_tile = [idx.astype(d.datatype.dtype) for idx, d in
+                       zip(np.unravel_index(np.arange(int(np.prod(extents))), extents, order=order), dims)]
     for t in _tiles_in_order(tile_ranges, schema.tile_order):
         tile_lo = [dlo + ti * ext for dlo, ti, ext in zip(lows, t, extents)]
-        coords = [np.asarray(lo, d.datatype.dtype) + idx.astype(d.datatype.dtype)
-                  for lo, idx, d in zip(tile_lo, offsets_in_tile, dims)]
-        keep = np.ones(len(coords[0]), bool)
-        for c, ranges in zip(coords, region):
-            keep &= _in_ranges(c, ranges)
-        pos = np.flatnonzero(keep)      # positions, in the cell order, of the tile's cells the read returns
-        if not len(pos):
-            continue
-        batch = _space_tile(schema, frags, tile_lo, [c[pos] for c in coords], pos, extents, order)
+        coords = [idx + np.asarray(lo, d.datatype.dtype) for lo, idx, d in zip(tile_lo, offsets_in_tile, dims)]
+        if _inside(tile_lo, extents, region):
+            pos = np.arange(len(coords[0]))
+        else:
+            keep = np.ones(len(coords[0]), bool)
+            for c, ranges in zip(coords, region):
+                keep &= _in_ranges(c, ranges)
+            pos = np.flatnonzero(keep)      # positions, in the cell order, of the tile's cells the read returns
+            if not len(pos):
+                continue
+            coords = [c[pos] for c in coords]
+        batch = _space_tile(schema, frags, tile_lo, coords, pos, extents, order)
         for start in range(0, len(pos), batch_cells):
             stop = min(len(pos), start + batch_cells)
             yield CellBatch([c.slice(start, stop) for c in batch.columns], batch.fragment[start:stop],
@@ -82,6 +86,12 @@ def _region(schema, frags, subarray) -> list[list[tuple]] | None:
             return None
         region.append(cut)
     return region
+
+
+def _inside(tile_lo, extents, ranges_per_dim) -> bool:
+    """Whether the whole space tile lies inside the ranges (one range of each dimension holds it)."""
+    return all(any(a <= lo and lo + ext - 1 <= b for a, b in ranges)
+               for lo, ext, ranges in zip(tile_lo, extents, ranges_per_dim))
 
 
 def _hull(region):
@@ -129,20 +139,22 @@ def _space_tile(schema, frags, tile_lo, coords, pos, extents, order) -> CellBatc
 
 
 def _dense_part(frag, tile_lo, coords, pos, extents, order):
-    """(covered cells, their rows, tile index, columns by name) of dense fragment `frag` in the space tile."""
+    """(covered cells, their rows, tile index, columns by name) of dense fragment `frag` in the space tile.
+    A dense fragment's tile is the whole space tile, so a cell's row in it is its position in the cell order."""
     ned = frag.non_empty_domain()
-    covered = np.ones(len(pos), bool)
-    for c, (lo, hi) in zip(coords, ned):
-        covered &= (c >= lo) & (c <= hi)
-    covered = np.flatnonzero(covered)
-    if not len(covered):
-        return None
+    if _inside(tile_lo, extents, [[r] for r in ned]):
+        covered = np.arange(len(pos))
+    else:
+        inside = np.ones(len(pos), bool)
+        for c, (lo, hi) in zip(coords, ned):
+            inside &= (c >= lo) & (c <= hi)
+        covered = np.flatnonzero(inside)
+        if not len(covered):
+            return None
     grid = dense_grid(frag)
     local = [(lo - low) // ext - first for lo, low, ext, first in zip(tile_lo, grid.lows, grid.extents, grid.first)]
     k = int(np.ravel_multi_index(local, grid.counts, order=_ORDER[grid.tile_order]))
-    _, in_domain = cells_in_domain(frag, k)         # the rows tile_columns gives: these positions, in order
-    rows = np.searchsorted(in_domain, pos[covered])
-    return covered, rows, k, _by_name(frag, k)
+    return covered, pos[covered], k, {c.name: c for c in stored_columns(frag, k)}
 
 
 def _sparse_part(frag, tile_lo, coords, pos, extents, order):

@@ -126,14 +126,25 @@ def tile_columns(frag: FragmentLike, k: int, fields=None) -> list[Column]:
         columns = [Column(name, DIMENSION, dt, 1, c) for (name, dt), c in zip(frag.dimensions(), coords)]
     else:
         columns = _sparse_coordinates(frag, k)
-    columns += [_field_column(frag, f, k, ATTRIBUTE) for f in attrs]
-    columns += [_field_column(frag, f, k, SPECIAL) for f in specials]
+    columns += _stored(frag, k, attrs, specials)
     counts = {len(c) for c in columns}
     if len(counts) > 1:
         raise ValueError(f"tile {k}: its fields hold {sorted(counts)} cells")
     if rows is not None:
         columns = [c.take(rows) for c in columns]
     return columns
+
+
+def stored_columns(frag: FragmentLike, k: int) -> list[Column]:
+    """Tile k's attribute and special columns as stored: every cell the tile holds (all of a dense tile,
+    the padding outside the non-empty domain included), with no coordinates."""
+    _, attrs, specials = column_fields(frag)
+    return _stored(frag, k, attrs, specials)
+
+
+def _stored(frag: FragmentLike, k: int, attrs, specials) -> list[Column]:
+    return ([_field_column(frag, f, k, ATTRIBUTE) for f in attrs]
+            + [_field_column(frag, f, k, SPECIAL) for f in specials])
 
 
 def _sparse_coordinates(frag: FragmentLike, k: int) -> list[Column]:
