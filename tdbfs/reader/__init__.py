@@ -38,6 +38,9 @@ class CellRead:
         """format.schema Dimension and Attribute of each column, in order."""
         return list(self.schema.dimensions) + list(self.schema.attributes)
 
+    def __iter__(self) -> Iterator[CellBatch]:
+        return self.batches()
+
     def batches(self) -> Iterator[CellBatch]:
         if self.schema.dense:
             from .dense import dense_batches

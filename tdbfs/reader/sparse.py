@@ -22,10 +22,12 @@ sparse_global_order_reader.cc and sparse_unordered_with_dups_reader.cc).
 from __future__ import annotations
 
 import heapq
+import os
 from dataclasses import dataclass
 from typing import Iterator
 
 from ..format import fragment_metadata as fm
+from ..format.names import try_parse_name
 from ..lazy import np
 from ..store.tile_columns import ATTRIBUTE, Column, concat, tile_columns
 from .batch import CellBatch, ReadPlan
@@ -60,8 +62,6 @@ class _Source:
     """One fragment of the read: loads its tiles as chunks in the schema in force."""
 
     def __init__(self, store, rel: str, idx: int, plan: ReadPlan, schema, deletes):
-        from ..format.names import try_parse_name
-        import os
         self.frag = store.fragment(rel)
         self.idx, self.plan, self.schema = idx, plan, schema
         name = try_parse_name(os.path.basename(rel))

@@ -43,7 +43,9 @@ def cells_children(store, at, state) -> dict:
             return None
         try:
             return parse_subarray(name[:-4], store.schema(rel))
-        except (SubarrayError, Exception):  # noqa: BLE001 -- a name that is no subarray is not there
+        except SubarrayError:   # a name that is no subarray is not there
+            return None
+        except Exception:  # noqa: BLE001 -- a schema that does not decode: its own problem says why
             return None
 
     def file_for(name: str):
@@ -107,7 +109,7 @@ class CellsFile(FileNode):
             except ViewError:
                 raise
             except Exception as exc:  # noqa: BLE001 -- a read that fails is an EIO with its reason
-                raise ViewError(f"cells at {getattr(self, '_t', 'T')}: {exc}") from None
+                raise ViewError(f"the cells a reader returns: {type(exc).__name__}: {exc}") from None
             layout = (state, read, head, ends)
             self._layout_of = layout
             return layout
