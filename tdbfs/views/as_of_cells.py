@@ -4,7 +4,8 @@ opened at T returns (tdbfs/reader), one row each: the dimensions, the attributes
 fragment wrote (the fill value). The subarray is typed as reader/subarray.py reads it; the folder lists
 nothing.
 
-The read streams: the file's size is known after one pass that keeps only each batch's length; a read
+The read streams: the file's size is known after one pass that measures each batch's rows without
+making their text (cells_text.batch_rows_size) and keeps only their lengths; a read
 renders the batches it covers, from a cursor kept on the read (reading on from where the last read
 stopped continues it; a read further back starts the read again), so memory holds one batch of text and
 the reader's bounded state, whatever the size of the array.
@@ -16,7 +17,6 @@ import bisect
 import threading
 from collections import OrderedDict
 
-from ..lazy import np
 from . import cells_text
 from .cells_text import csv_header
 from .common import KeyedDir
@@ -66,16 +66,7 @@ def header(read) -> bytes:
 def batch_rows(batch, fragment_names) -> bytes:
     """The CSV rows of a CellBatch: its columns, then the source fragment's name (a string, quoted) and tile,
     both empty for a fill cell."""
-    rows = getattr(cells_text, "batch_csv_rows", None)
-    if rows is not None:
-        return rows(batch, fragment_names)
-    names = np.array(['"' + n.replace('"', '""') + '"' for n in fragment_names] + [""], dtype=object)
-    texts = []
-    for c in batch.columns:
-        texts += cells_text.column_text(c)
-    tiles = batch.tile
-    texts += [names[batch.fragment].tolist(), np.where(tiles >= 0, tiles.astype(str), "").tolist()]
-    return ("\n".join(map(",".join, zip(*texts))) + "\n").encode("utf-8") if len(batch) else b""
+    return cells_text.batch_csv_rows(batch, fragment_names)
 
 
 class CellsFile(FileNode):
@@ -101,11 +92,9 @@ class CellsFile(FileNode):
                 head = header(read)
                 ends, pos = [], len(head)
                 self._cursor, self._texts = None, OrderedDict()
-                for i, batch in enumerate(read.batches()):
-                    text = batch_rows(batch, read.fragment_names)
-                    pos += len(text)
+                for batch in read.batches():   # sized without making the text (cells_text.batch_rows_size)
+                    pos += cells_text.batch_rows_size(batch, read.fragment_names)
                     ends.append(pos)
-                    self._remember(i, text)
             except ViewError:
                 raise
             except Exception as exc:  # noqa: BLE001 -- a read that fails is an EIO with its reason
