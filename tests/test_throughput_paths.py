@@ -46,6 +46,7 @@ import tdbfs.store.fragment as fragment_module
 from mounting import daemon_pids
 from tdbfs.frontend.common import BLAS_ENV
 from tdbfs.mount.daemon import MALLOC_TUNING
+from tdbfs.mount.fuse_ops import REPLY_SENT_S
 from tdbfs.mount.fuse_setup import LOCAL_MIN_THREADS
 from tdbfs.format import zstd_tile
 from tdbfs.format.errors import FormatError
@@ -166,6 +167,9 @@ def test_a_small_tile_is_one_read_request(sparse_array, mount, tmp_path):
         if "read-ahead of" in log.read_text(errors="replace"):
             break
         time.sleep(0.05)
+    # under threads, a reply within REPLY_SENT_S of another thread's reply for a node that can change
+    # carries the short attribute timeout (fuse_ops._attr_timeout_for): let the listing's replies pass
+    time.sleep(4 * REPLY_SENT_S)
     start = log.stat().st_size
     cat = subprocess.Popen(["cat", str(tile)], stdout=subprocess.PIPE)
     out, _ = cat.communicate()

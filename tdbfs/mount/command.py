@@ -16,7 +16,9 @@ def cmd_mount(args) -> int:
     mnt = os.path.abspath(args.mountpoint)
     if args.foreground:
         from . import libfuse, stop_signals
+        from .daemon import tune_malloc
         from .fuse_setup import default_fsname
+        tune_malloc()   # before any thread starts: an arena a thread made before it would stay in use
         # before numpy or the store start threads that would otherwise take the signal
         stop_signals.catch_stop_signals()
         key = read_key_fd(args.key_fd) if args.key_fd is not None else None

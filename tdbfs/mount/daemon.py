@@ -25,6 +25,10 @@ MALLOC_TUNING = {
     "MALLOC_MMAP_THRESHOLD_": (-3, 32 << 20),   # M_MMAP_THRESHOLD
     "MALLOC_TRIM_THRESHOLD_": (-1, 1 << 30),    # M_TRIM_THRESHOLD
     "MALLOC_TOP_PAD_": (-2, 64 << 20),          # M_TOP_PAD
+    # One heap for every request thread: with the trim threshold above, each thread's own arena kept
+    # what a big render freed, and a cells.csv read through 8 request threads held 3-5x its working set
+    # (docs/performance.md §2). Python runs one thread at a time anyway.
+    "MALLOC_ARENA_MAX": (-8, 1),                # M_ARENA_MAX
 }
 
 

@@ -11,8 +11,8 @@ field the fragment lacks (schema evolution) or stores with another var-ness read
 (`ReaderBase::skip_field`). A sparse fragment in a dense array (written before TileDB 2.12) overrides the
 cells it holds, in the same priority order (the legacy `Reader`).
 
-Work goes space tile by space tile, in the tile order: memory holds one space tile of each fragment's
-columns at a time.
+Work goes space tile by space tile, in the tile order, and through a tile STEP_CELLS cells at a time: beyond
+the decoded tiles (in the store's cache), memory holds the columns of one step.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from ..store.tile_columns import ATTRIBUTE, DIMENSION, Column, concat, stored_co
 from .batch import NO_SOURCE, CellBatch, ReadPlan
 
 _ORDER = {ROW_MAJOR: "C", COL_MAJOR: "F"}
+#: cells of a space tile worked on at a time: what one step allocates stays small whatever the tile's size
+STEP_CELLS = 1 << 16
 
 
 def dense_batches(store, plan: ReadPlan, batch_cells: int = 1 << 16) -> Iterator[CellBatch]:
@@ -42,26 +44,28 @@ def dense_batches(store, plan: ReadPlan, batch_cells: int = 1 << 16) -> Iterator
     tile_ranges = [range((lo - dlo) // ext, (hi - dlo) // ext + 1)
                    for (lo, hi), dlo, ext in zip(_hull(region), lows, extents)]
     order = _ORDER[schema.cell_order]
-    offsets_in_tile = [idx.astype(d.datatype.dtype) for idx, d in
-                       zip(np.unravel_index(np.arange(int(np.prod(extents))), extents, order=order), dims)]
+    cells_per_tile = int(np.prod(extents))
+    step = max(batch_cells, STEP_CELLS)
     for t in _tiles_in_order(tile_ranges, schema.tile_order):
         tile_lo = [dlo + ti * ext for dlo, ti, ext in zip(lows, t, extents)]
-        coords = [idx + np.asarray(lo, d.datatype.dtype) for lo, idx, d in zip(tile_lo, offsets_in_tile, dims)]
-        if _inside(tile_lo, extents, region):
-            pos = np.arange(len(coords[0]))
-        else:
-            keep = np.ones(len(coords[0]), bool)
-            for c, ranges in zip(coords, region):
-                keep &= _in_ranges(c, ranges)
-            pos = np.flatnonzero(keep)      # positions, in the cell order, of the tile's cells the read returns
-            if not len(pos):
-                continue
-            coords = [c[pos] for c in coords]
-        batch = _space_tile(schema, frags, tile_lo, coords, pos, extents, order)
-        for start in range(0, len(pos), batch_cells):
-            stop = min(len(pos), start + batch_cells)
-            yield CellBatch([c.slice(start, stop) for c in batch.columns], batch.fragment[start:stop],
-                            batch.tile[start:stop])
+        whole = _inside(tile_lo, extents, region)
+        for first in range(0, cells_per_tile, step):
+            # positions, in the cell order, of this step's cells of the tile, and their coordinates
+            pos = np.arange(first, min(cells_per_tile, first + step), dtype=np.int64)
+            coords = [idx.astype(d.datatype.dtype) + np.asarray(lo, d.datatype.dtype) for lo, idx, d in
+                      zip(tile_lo, np.unravel_index(pos, extents, order=order), dims)]
+            if not whole:
+                keep = np.ones(len(pos), bool)
+                for c, ranges in zip(coords, region):
+                    keep &= _in_ranges(c, ranges)
+                if not keep.any():
+                    continue
+                pos, coords = pos[keep], [c[keep] for c in coords]
+            batch = _space_tile(schema, frags, tile_lo, coords, pos, extents, order)
+            for start in range(0, len(pos), batch_cells):
+                stop = min(len(pos), start + batch_cells)
+                yield CellBatch([c.slice(start, stop) for c in batch.columns], batch.fragment[start:stop],
+                                batch.tile[start:stop])
 
 
 def array_non_empty_domain(frags) -> list[tuple] | None:
