@@ -518,7 +518,9 @@ def _fuse_requests(strace_log: str) -> collections.Counter:
     """The requests the daemon read from /dev/fuse, by opcode (struct fuse_in_header: u32 len, u32 opcode),
     from `strace -e trace=read -xx -s 16`."""
     seen = collections.Counter()
-    for m in re.finditer(r'read\(\d+, "((?:\\x[0-9a-f]{2}){8})', strace_log):
+    # a read by one of the loop's threads while others wait is logged in two parts: `read(N, <unfinished
+    # ...>` then `<... read resumed>"\x.."`
+    for m in re.finditer(r'(?:read\(\d+, |<\.\.\. read resumed>)"((?:\\x[0-9a-f]{2}){8})', strace_log):
         head = bytes.fromhex(m.group(1).replace("\\x", ""))
         seen[_FUSE_OPCODES.get(int.from_bytes(head[4:8], "little"), "other")] += 1
     return seen
