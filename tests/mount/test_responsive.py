@@ -135,10 +135,11 @@ def test_unmounting_stops_the_render_under_way_and_the_daemon_exits(served, how,
         res = subprocess.run(_fusermount() + [str(s.mnt)], capture_output=True, text=True, timeout=BOUND_S)
         assert res.returncode == 0, res.stderr   # nothing open: a plain unmount
     try:
-        s.proc.wait(timeout=10)   # the render would otherwise run until `go`, which never comes
+        # the render would otherwise run until `go`, which never comes; communicate, not wait: the daemon's
+        # stderr (and stdout) are pipes, which a daemon that logs more than they hold would block on
+        _out, err = s.proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the daemon still runs 10 s after {how}")
-    _out, err = s.proc.communicate()
     err = err.decode()
     assert s.proc.returncode == 0, err
     assert (s.state / "stopped").exists() and not (s.state / "done").exists()   # given up, not finished
@@ -172,10 +173,9 @@ def test_a_mount_that_takes_the_freed_device_number_keeps_no_render_going(served
         if os.stat(other).st_dev != dev:
             pytest.skip("the kernel gave the tmpfs another device number: nothing to prove")
         try:
-            s.proc.wait(timeout=10)
+            _out, err = s.proc.communicate(timeout=10)   # not wait: its stderr is a pipe
         except subprocess.TimeoutExpired:
             pytest.fail("the daemon still runs 10 s after its mount is gone, its device number another mount's")
-        _out, err = s.proc.communicate()
         assert s.proc.returncode == 0, err.decode()
         assert (s.state / "stopped").exists() and not (s.state / "done").exists()
     finally:
