@@ -6,7 +6,8 @@ summaries of thousands of fragments) goes on to its end, and libfuse joins it be
 a lazy unmount (`tdbfs umount -z`, and the stop signals, stop_signals.py) leaves the connection up for as
 long as a reader holds a file open, and that reader's next reads are served, each a render again. So a
 watcher thread follows the mount table (a poll of /proc/self/mountinfo wakes it at every change: proc(5))
-and, once the mount is gone from it:
+and the connection (/dev/fuse, which polls POLLERR once the kernel has ended it: fs/fuse/dev.c
+fuse_dev_poll) and, once the mount is gone from the one or the other ended:
 
 - sets the store's `stopping.STOP`: a render under way gives up at its next piece (`Stopped`, answered
   EINTR by fuse_ops._guard), and every request that comes after is answered EINTR at once
@@ -20,6 +21,13 @@ and, once the mount is gone from it:
   which ends the connection: a reader still holding a file gets ENOTCONN;
 - should anything still hold libfuse's loop `GRACE_S` later (a C call that cannot be interrupted), ends
   the process (`os._exit`), saying so in the log.
+
+The table alone cannot tell that the mount is gone: it names the mount by its device number, which the
+kernel frees with the mount's super block (a plain `fusermount -u`, or a lazy unmount once the last file
+is closed) and gives to the next mount of any kind, the lowest free first (fs/super.c get_anon_bdev). A
+mount made by any process in the namespace before the watcher reads the table again kept it listed, and
+the daemon served on for a render nobody waits for. Once the super block is gone the connection is ended,
+so /dev/fuse says it; while it lives (a lazy unmount, a file still open) its number is no other mount's.
 """
 
 from __future__ import annotations
@@ -76,9 +84,10 @@ class Shutdown:
     def live(self, libfuse, fuse_ptr: Optional[int]) -> None:
         """The mount is live (called from libfuse's INIT, on a loop thread): watch it from now on."""
         self._libfuse, self._fuse = libfuse, fuse_ptr
-        threading.Thread(target=self._watch, name="tdbfs-unmounted", daemon=True).start()
+        device = _device_fd(libfuse, fuse_ptr)
+        threading.Thread(target=self._watch, args=(device,), name="tdbfs-unmounted", daemon=True).start()
 
-    def _watch(self) -> None:
+    def _watch(self, device: Optional[int] = None) -> None:
         try:
             dev = os.stat(self.mountpoint).st_dev   # answered by the loop: this thread is not one of its own
             f = open("/proc/self/mountinfo", "rb")
@@ -88,9 +97,15 @@ class Shutdown:
         wanted = f"{os.major(dev)}:{os.minor(dev)}".encode()
         poller = select.poll()
         poller.register(f, select.POLLPRI | select.POLLERR)
+        if device is not None:
+            # no events asked: poll reports POLLERR (the connection ended), POLLHUP or POLLNVAL all the same,
+            # never the requests waiting there (libfuse's threads read those)
+            poller.register(device, 0)
         with f:
             while _listed(f, wanted):
-                poller.poll()   # returns once the mount table changed (proc(5), /proc/pid/mounts)
+                # returns once the mount table changed (proc(5), /proc/pid/mounts) or the connection ended
+                if any(fd == device for fd, _events in poller.poll()):
+                    break   # its device number may be listed again, as another mount's (see the module)
         self.stop("the mount is gone")
 
     def stop(self, why: str) -> None:
@@ -131,6 +146,34 @@ class Shutdown:
         log.error("still running %.0f s after %s: exiting now", GRACE_S, self._why)
         logging.shutdown()
         os._exit(self.exit_code)
+
+
+def _device_fd(libfuse, fuse_ptr: Optional[int]) -> Optional[int]:
+    """The /dev/fuse descriptor of libfuse's session of `fuse_ptr` (libfuse 3: fuse_session_fd; libfuse 2:
+    the fd of its one channel), or None where it cannot be had."""
+    if libfuse is None or not fuse_ptr:
+        return None
+    try:
+        libfuse.fuse_get_session.restype = ctypes.c_void_p
+        libfuse.fuse_get_session.argtypes = [ctypes.c_void_p]
+        session = libfuse.fuse_get_session(ctypes.c_void_p(fuse_ptr))
+        if not session:
+            return None
+        if hasattr(libfuse, "fuse_session_fd"):
+            libfuse.fuse_session_fd.restype = ctypes.c_int
+            libfuse.fuse_session_fd.argtypes = [ctypes.c_void_p]
+            fd = libfuse.fuse_session_fd(ctypes.c_void_p(session))
+        else:
+            libfuse.fuse_session_next_chan.restype = ctypes.c_void_p
+            libfuse.fuse_session_next_chan.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            libfuse.fuse_chan_fd.restype = ctypes.c_int
+            libfuse.fuse_chan_fd.argtypes = [ctypes.c_void_p]
+            chan = libfuse.fuse_session_next_chan(ctypes.c_void_p(session), None)
+            fd = libfuse.fuse_chan_fd(ctypes.c_void_p(chan)) if chan else -1
+    except (AttributeError, OSError) as exc:
+        log.info("cannot watch the FUSE connection (%s): the mount table alone says when it is gone", exc)
+        return None
+    return fd if fd >= 0 else None
 
 
 def _interrupt(thread: int) -> None:

@@ -135,10 +135,11 @@ def test_unmounting_stops_the_render_under_way_and_the_daemon_exits(served, how,
         res = subprocess.run(_fusermount() + [str(s.mnt)], capture_output=True, text=True, timeout=BOUND_S)
         assert res.returncode == 0, res.stderr   # nothing open: a plain unmount
     try:
-        s.proc.wait(timeout=10)   # the render would otherwise run until `go`, which never comes
+        # the render would otherwise run until `go`, which never comes; communicate, not wait: the daemon's
+        # stderr (and stdout) are pipes, which a daemon that logs more than they hold would block on
+        _out, err = s.proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the daemon still runs 10 s after {how}")
-    _out, err = s.proc.communicate()
     err = err.decode()
     assert s.proc.returncode == 0, err
     assert (s.state / "stopped").exists() and not (s.state / "done").exists()   # given up, not finished
@@ -146,6 +147,39 @@ def test_unmounting_stops_the_render_under_way_and_the_daemon_exits(served, how,
     assert not is_mounted(s.mnt)
     out, _ = reader.communicate(timeout=BOUND_S)
     assert out == b"" and reader.returncode != 0   # the reader got an error, never the bytes
+
+
+def test_a_mount_that_takes_the_freed_device_number_keeps_no_render_going(served, tmp_path):
+    """The kernel gives a gone mount's device number to the next mount, of any process (the lowest free):
+    one made before the daemon looks at the mount table again must not make the mount look live."""
+    s = served()
+    reader = s.reader("slow.bin")
+    dev = os.stat(s.mnt).st_dev
+    reader.kill()
+    reader.wait(timeout=BOUND_S)
+    other = tmp_path / "other"
+    other.mkdir()
+    s.proc.send_signal(signal.SIGSTOP)   # the daemon reads the table again only once `other` is mounted
+    try:
+        res = subprocess.run(_fusermount() + [str(s.mnt)], capture_output=True, text=True, timeout=BOUND_S)
+        assert res.returncode == 0, res.stderr
+        made = subprocess.run(["mount", "-t", "tmpfs", "tdbfs-test", str(other)], capture_output=True, text=True,
+                              timeout=BOUND_S)
+    finally:
+        s.proc.send_signal(signal.SIGCONT)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr}")
+    try:
+        if os.stat(other).st_dev != dev:
+            pytest.skip("the kernel gave the tmpfs another device number: nothing to prove")
+        try:
+            _out, err = s.proc.communicate(timeout=10)   # not wait: its stderr is a pipe
+        except subprocess.TimeoutExpired:
+            pytest.fail("the daemon still runs 10 s after its mount is gone, its device number another mount's")
+        assert s.proc.returncode == 0, err.decode()
+        assert (s.state / "stopped").exists() and not (s.state / "done").exists()
+    finally:
+        subprocess.run(["umount", str(other)], capture_output=True, timeout=BOUND_S)
 
 
 # --------------------------------------------------------------------------- the parts, without FUSE
